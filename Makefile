@@ -1,0 +1,44 @@
+# make demo / make test: set everything up (idempotent), then run.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+OUT ?= build/demo
+export RAY_AUTH_MODE ?= disabled
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup demo test lint bench clean system-deps
+
+setup: $(STAMP) system-deps
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# Reinstalls only when the project's declared dependencies change.
+$(STAMP): pyproject.toml constraints/cpu.txt | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -c constraints/cpu.txt -e '.[test]'
+	touch $(STAMP)
+
+# Debian packages the project needs (SWI-Prolog for the official PhantomWiki generator).
+system-deps:
+	@bash scripts/system_deps.sh
+
+lint: setup
+	$(BIN)/ruff check librarian tests benchmarks
+
+test: setup lint
+	$(BIN)/python -m pytest -q
+
+demo: setup
+	$(BIN)/librarian demo out_dir=$(OUT)
+
+bench: setup
+	$(BIN)/python benchmarks/workspace_bench.py --out build/bench/workspace
+
+clean:
+	rm -rf build .pytest_cache

@@ -1,0 +1,66 @@
+"""`librarian <command> [args]`: the command-line entry point.
+
+Each command lives in its own module and is imported only when it runs, so
+`librarian --help` stays fast and a heavy stack (Ray, torch) loads only for
+the commands that need it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> ("module:function" or None when not built yet, one-line summary)
+COMMANDS: dict[str, tuple[str | None, str]] = {
+    "demo": ("librarian.pipelines.demo:main", "the whole system at toy scale on one CPU machine"),
+    "data": ("librarian.datasets.cli:main", "generate or convert a dataset to Parquet"),
+    "train_builder": (None, "Librarian Agents: builder RL with dense telescoping rewards"),
+    "train_curator": (None, "KBGym supervised curation (forward/backward passes)"),
+    "train_researcher": (None, "JAM: verified-trajectory SFT then hint-guided GRPO"),
+    "evaluate": (None, "exams, baselines, metrics and plots"),
+    "ablate": (None, "sweeps of ablations across nodes"),
+}
+
+
+def _usage() -> str:
+    width = max(len(n) for n in COMMANDS)
+    lines = ["usage: librarian <command> [args...]", "", "commands:"]
+    for name, (target, summary) in COMMANDS.items():
+        note = "" if target else "  (not built yet)"
+        lines.append(f"  {name:<{width}}  {summary}{note}")
+    lines.append("")
+    lines.append("Run `librarian <command> --help` for a command's options.")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch to a command; returns the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help", "help"}:
+        print(_usage())
+        return 0
+    if args[0] in {"-V", "--version"}:
+        from librarian import __version__
+
+        print(f"librarian {__version__}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        print(f"librarian: unknown command '{name}'{hint}; run `librarian --help`", file=sys.stderr)
+        return 2
+    target, _ = COMMANDS[name]
+    if target is None:
+        print(f"librarian {name}: not built yet", file=sys.stderr)
+        return 2
+    module_name, func_name = target.split(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    return int(func(rest) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Pipelines: one readable recipe per command, wiring components named in config."""

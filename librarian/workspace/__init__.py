@@ -1,0 +1,29 @@
+"""The workspace: nodes, typed ops, the trace and replay, the Arrow codec, and agent views."""
+
+from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
+from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
+from librarian.workspace.nodes import ChangeSet, Document, Node, NodeSource, SnapshotMeta
+from librarian.workspace.ops import (
+    Add,
+    CreateFile,
+    Delete,
+    Edit,
+    Link,
+    LinkMany,
+    MakeDir,
+    MergeFiles,
+    Move,
+    Op,
+    Unlink,
+    op_from_dict,
+)
+from librarian.workspace.plan import OpResult
+from librarian.workspace.store import Workspace
+from librarian.workspace.trace import TraceEntry, read_trace, replay, write_trace
+
+__all__ = [
+    "Add", "ChangeSet", "CreateFile", "DedupVerdict", "Delete", "Document", "Edit", "Link", "LinkMany",
+    "MakeDir", "MergeFiles", "Move", "NearDuplicateGuard", "Node", "NodeSource", "Op", "OpResult",
+    "SnapshotFormatError", "SnapshotMeta", "TraceEntry", "Unlink", "Workspace", "WorkspaceError",
+    "op_from_dict", "read_trace", "replay", "write_trace",
+]

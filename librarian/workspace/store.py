@@ -1,0 +1,189 @@
+"""The workspace: the live, mutable store of nodes that every op goes through."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import Literal
+
+from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
+from librarian.workspace.errors import WorkspaceError
+from librarian.workspace.handlers import PLANNERS
+from librarian.workspace.nodes import NODE_KINDS, ChangeSet, Document, Node, SnapshotMeta
+from librarian.workspace.ops import Op, validate_op
+from librarian.workspace.paths import ancestors, normalize_file_path, parent_of, validate_id
+from librarian.workspace.plan import OpResult, Plan
+from librarian.workspace.trace import TraceEntry
+
+
+class Workspace:
+    """Nodes addressed by id and path, changed only through validated, atomic ops.
+
+    Deleted nodes stay as tombstones (the ledger needs them) but are invisible
+    to `get`, `by_path`, `children` and iteration. Every applied op is
+    appended to `trace`; `replay` rebuilds the same state from it.
+    """
+
+    def __init__(self, meta: SnapshotMeta | None = None, guard: NearDuplicateGuard | None = None) -> None:
+        self.meta = meta or SnapshotMeta()
+        self.guard = guard
+        self.trace: list[TraceEntry] = []
+        self._nodes: dict[str, Node] = {}
+        self._by_path: dict[str, str] = {}
+        self._children: dict[str, set[str]] = defaultdict(set)
+        self._referrers: dict[str, set[str]] = defaultdict(set)
+        self._active = 0
+
+    # ----- construction
+    @classmethod
+    def from_documents(cls, docs: Iterable[Document], raw_policy: Literal["immutable", "editable"] = "immutable",
+                       guard: NearDuplicateGuard | None = None) -> Workspace:
+        """A new workspace whose raw nodes are `docs`; parent directories are created as needed."""
+        if raw_policy not in ("immutable", "editable"):
+            raise WorkspaceError(f"raw_policy must be 'immutable' or 'editable', got {raw_policy!r}")
+        nodes: list[Node] = []
+        seen_ids: set[str] = set()
+        paths: dict[str, str] = {}
+        dirs: dict[str, Node] = {}
+        for doc in docs:
+            doc_id = validate_id(doc.id, "document id")
+            if doc_id in seen_ids:
+                raise WorkspaceError(f"document id {doc_id!r} appears twice")
+            seen_ids.add(doc_id)
+            path = normalize_file_path(doc.path if doc.path is not None else doc_id)
+            if path in paths:
+                raise WorkspaceError(f"documents {paths[path]!r} and {doc_id!r} share the path {path!r}")
+            paths[path] = doc_id
+            if not isinstance(doc.text, str):
+                raise WorkspaceError(f"document {doc_id!r}: text must be a string")
+            for ancestor in ancestors(path):
+                if ancestor not in dirs:
+                    dirs[ancestor] = Node(id="", path=ancestor, kind="directory", text="", flag="authored")
+            nodes.append(Node(id=doc_id, path=path, kind="raw", text=doc.text,
+                              origin=doc.origin if doc.origin is not None else doc_id, flag="untouched"))
+        serial = 0
+        directories: list[Node] = []
+        for path in sorted(dirs):
+            if path in paths:
+                raise WorkspaceError(f"{path!r} is both a document and a folder of other documents")
+            while f"n{serial}" in seen_ids:
+                serial += 1
+            directories.append(replace(dirs[path], id=f"n{serial}"))
+            serial += 1
+        return cls.from_state(directories + nodes, SnapshotMeta(0, serial, raw_policy), guard=guard)
+
+    @classmethod
+    def from_state(cls, nodes: Iterable[Node], meta: SnapshotMeta, guard: NearDuplicateGuard | None = None) -> Workspace:
+        """A workspace holding exactly these nodes (tombstones included) and this meta."""
+        ws = cls(meta, guard)
+        for node in nodes:
+            if node.id in ws._nodes:
+                raise WorkspaceError(f"node id {node.id!r} appears twice in the snapshot")
+            if node.kind not in NODE_KINDS:
+                raise WorkspaceError(f"node {node.id!r} has unknown kind {node.kind!r}")
+            if node.active and node.path in ws._by_path:
+                raise WorkspaceError(f"nodes {ws._by_path[node.path]!r} and {node.id!r} share the path {node.path!r}")
+            ws._nodes[node.id] = node
+            ws._index(node)
+        return ws
+
+    def state(self) -> tuple[list[Node], SnapshotMeta]:
+        """Every node (tombstones too, in insertion order) and the meta: what a snapshot stores."""
+        return list(self._nodes.values()), self.meta
+
+    def copy(self) -> Workspace:
+        """An independent workspace with the same nodes and meta (the trace is not copied)."""
+        nodes, meta = self.state()
+        return Workspace.from_state(nodes, meta, guard=self.guard)
+
+    # ----- NodeSource
+    def get(self, node_id: str) -> Node | None:
+        node = self._nodes.get(node_id)
+        return node if node is not None and node.active else None
+
+    def get_any(self, node_id: str) -> Node | None:
+        """The node with this id, deleted or not."""
+        return self._nodes.get(node_id)
+
+    def by_path(self, path: str) -> Node | None:
+        node_id = self.id_at(path)
+        return self._nodes[node_id] if node_id is not None else None
+
+    def id_at(self, path: str) -> str | None:
+        return self._by_path.get(path)
+
+    def children(self, path: str) -> list[Node]:
+        return sorted((self._nodes[i] for i in self._children.get(path, ())), key=lambda n: n.path)
+
+    def referrer_ids(self, node_id: str) -> set[str]:
+        """Ids of active nodes with an edge (link or provenance) to `node_id`."""
+        return set(self._referrers.get(node_id, ()))
+
+    def __iter__(self) -> Iterator[Node]:
+        return (n for n in self._nodes.values() if n.active)
+
+    def __len__(self) -> int:
+        return self._active
+
+    def all_nodes(self) -> list[Node]:
+        return list(self._nodes.values())
+
+    # ----- changes
+    @property
+    def version(self) -> int:
+        """The number of ops applied to this workspace object (its trace length)."""
+        return len(self.trace)
+
+    def apply(self, op: Op, verdicts: tuple[DedupVerdict, ...] | None = None) -> OpResult:
+        """Validate `op`, then apply it atomically and append it to the trace.
+
+        Raises `WorkspaceError` (and changes nothing) if the op is invalid.
+        `verdicts` replays recorded near-duplicate verdicts instead of judging.
+        """
+        op = validate_op(op)
+        plan = Plan(self)
+        result = PLANNERS[type(op)](plan, op, self.guard, verdicts)
+        self._commit(plan)
+        self.trace.append(TraceEntry(result.step, op.to_dict(), result.verdicts,
+                                     result.created, result.changed, result.deleted))
+        return result
+
+    def changes_since(self, version: int) -> ChangeSet:
+        """Ids upserted and deleted by the ops applied after `version`."""
+        if not 0 <= version <= self.version:
+            raise WorkspaceError(f"version {version} is outside 0..{self.version}")
+        upserted: set[str] = set()
+        deleted: set[str] = set()
+        for entry in self.trace[version:]:
+            upserted.update(entry.created, entry.changed)
+            deleted.update(entry.deleted)
+        return ChangeSet(frozenset(upserted - deleted), frozenset(deleted), self.version)
+
+    # ----- internals
+    def _commit(self, plan: Plan) -> None:
+        for node_id, node in plan.pending.items():
+            old = self._nodes.get(node_id)
+            if old is not None:
+                self._unindex(old)
+            self._nodes[node_id] = node
+            self._index(node)
+        self.meta = replace(self.meta, step=plan.step, next_serial=plan.serial)
+
+    def _index(self, node: Node) -> None:
+        if not node.active:
+            return
+        self._active += 1
+        self._by_path[node.path] = node.id
+        self._children[parent_of(node.path)].add(node.id)
+        for target in (*node.links, *node.provenance):
+            self._referrers[target].add(node.id)
+
+    def _unindex(self, node: Node) -> None:
+        if not node.active:
+            return
+        self._active -= 1
+        del self._by_path[node.path]
+        self._children[parent_of(node.path)].discard(node.id)
+        for target in (*node.links, *node.provenance):
+            self._referrers[target].discard(node.id)
