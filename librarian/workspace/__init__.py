@@ -1,5 +1,6 @@
 """The workspace: nodes, typed ops, the trace and replay, the Arrow codec, and agent views."""
 
+from librarian.workspace import codec, views
 from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 from librarian.workspace.nodes import ChangeSet, Document, Node, NodeSource, SnapshotMeta
@@ -18,12 +19,13 @@ from librarian.workspace.ops import (
     op_from_dict,
 )
 from librarian.workspace.plan import OpResult
+from librarian.workspace.snapshot_view import SnapshotView
 from librarian.workspace.store import Workspace
 from librarian.workspace.trace import TraceEntry, read_trace, replay, write_trace
 
 __all__ = [
     "Add", "ChangeSet", "CreateFile", "DedupVerdict", "Delete", "Document", "Edit", "Link", "LinkMany",
     "MakeDir", "MergeFiles", "Move", "NearDuplicateGuard", "Node", "NodeSource", "Op", "OpResult",
-    "SnapshotFormatError", "SnapshotMeta", "TraceEntry", "Unlink", "Workspace", "WorkspaceError",
-    "op_from_dict", "read_trace", "replay", "write_trace",
+    "SnapshotFormatError", "SnapshotMeta", "SnapshotView", "TraceEntry", "Unlink", "Workspace", "WorkspaceError",
+    "codec", "op_from_dict", "read_trace", "replay", "views", "write_trace",
 ]

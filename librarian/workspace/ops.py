@@ -169,10 +169,3 @@ def op_from_dict(payload: Any) -> Op:
             raise WorkspaceError(f"{name}: missing argument '{field_name}'")
         kwargs[field_name] = _check_field(name, field_name, payload[field_name])
     return cls(**kwargs)
-
-
-def validate_op(op: Any) -> Op:
-    """Re-check an op built in Python (types, sizes) through the same rules as a payload."""
-    if not isinstance(op, Op):
-        raise WorkspaceError(f"expected an op, got {type(op).__name__}")
-    return op_from_dict(op.to_dict())

@@ -12,6 +12,8 @@ MAX_ID_CHARS = 256
 
 
 def _has_control(text: str) -> bool:
+    if text.isprintable():  # fast path: no Cc/Cf/Zl/Zp/unassigned characters at all
+        return False
     return any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in text)
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Literal
 
+import pyarrow as pa
+
+from librarian.workspace.codec import SnapshotEncoder, content_hash
 from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
 from librarian.workspace.errors import WorkspaceError
 from librarian.workspace.handlers import PLANNERS
 from librarian.workspace.nodes import NODE_KINDS, ChangeSet, Document, Node, SnapshotMeta
-from librarian.workspace.ops import Op, validate_op
+from librarian.workspace.ops import Op, op_from_dict
 from librarian.workspace.paths import ancestors, normalize_file_path, parent_of, validate_id
 from librarian.workspace.plan import OpResult, Plan
 from librarian.workspace.trace import TraceEntry
@@ -31,9 +33,12 @@ class Workspace:
         self.trace: list[TraceEntry] = []
         self._nodes: dict[str, Node] = {}
         self._by_path: dict[str, str] = {}
-        self._children: dict[str, set[str]] = defaultdict(set)
-        self._referrers: dict[str, set[str]] = defaultdict(set)
+        self._children: dict[str, set[str]] = {}
+        self._referrers: dict[str, set[str]] = {}
+        # keys of the index sets this object may mutate in place (the others may be shared with a copy)
+        self._owned: tuple[set[str], set[str]] = (set(), set())
         self._active = 0
+        self._encoder: SnapshotEncoder | None = None
 
     # ----- construction
     @classmethod
@@ -77,15 +82,20 @@ class Workspace:
     def from_state(cls, nodes: Iterable[Node], meta: SnapshotMeta, guard: NearDuplicateGuard | None = None) -> Workspace:
         """A workspace holding exactly these nodes (tombstones included) and this meta."""
         ws = cls(meta, guard)
+        nodes = list(nodes)
+        store = ws._nodes
+        paths: dict[str, str] = {}
         for node in nodes:
-            if node.id in ws._nodes:
+            if node.id in store:
                 raise WorkspaceError(f"node id {node.id!r} appears twice in the snapshot")
             if node.kind not in NODE_KINDS:
                 raise WorkspaceError(f"node {node.id!r} has unknown kind {node.kind!r}")
-            if node.active and node.path in ws._by_path:
-                raise WorkspaceError(f"nodes {ws._by_path[node.path]!r} and {node.id!r} share the path {node.path!r}")
-            ws._nodes[node.id] = node
-            ws._index(node)
+            if node.deleted_step is None:
+                if node.path in paths:
+                    raise WorkspaceError(f"nodes {paths[node.path]!r} and {node.id!r} share the path {node.path!r}")
+                paths[node.path] = node.id
+            store[node.id] = node
+        ws._bulk_index(nodes)
         return ws
 
     def state(self) -> tuple[list[Node], SnapshotMeta]:
@@ -93,9 +103,32 @@ class Workspace:
         return list(self._nodes.values()), self.meta
 
     def copy(self) -> Workspace:
-        """An independent workspace with the same nodes and meta (the trace is not copied)."""
-        nodes, meta = self.state()
-        return Workspace.from_state(nodes, meta, guard=self.guard)
+        """An independent workspace with the same nodes and meta (the trace is not copied).
+
+        Nodes are immutable, so the copy shares them and duplicates only the indexes.
+        """
+        ws = Workspace(self.meta, self.guard)
+        ws._nodes = dict(self._nodes)
+        ws._by_path = dict(self._by_path)
+        # the index sets are shared copy-on-write: neither side owns them any more
+        ws._children, ws._referrers = dict(self._children), dict(self._referrers)
+        self._owned = (set(), set())
+        ws._active = self._active
+        return ws
+
+    def to_table(self) -> pa.Table:
+        """The snapshot as an Arrow table (`codec` schema), re-encoding only nodes changed since the last call.
+
+        This is what crosses actors: `codec.table_to_ipc_bytes(ws.to_table())`
+        on one side, `SnapshotView` over the bytes on the other.
+        """
+        if self._encoder is None:
+            self._encoder = SnapshotEncoder()
+        return self._encoder.encode(self._nodes.values(), self.meta)
+
+    def content_hash(self) -> str:
+        """The snapshot's content hash (equal for equal snapshots)."""
+        return content_hash(self._nodes.values(), self.meta)
 
     # ----- NodeSource
     def get(self, node_id: str) -> Node | None:
@@ -141,7 +174,13 @@ class Workspace:
         Raises `WorkspaceError` (and changes nothing) if the op is invalid.
         `verdicts` replays recorded near-duplicate verdicts instead of judging.
         """
-        op = validate_op(op)
+        if not isinstance(op, Op):
+            raise WorkspaceError(f"expected an op, got {type(op).__name__}")
+        return self.apply_payload(op.to_dict(), verdicts)
+
+    def apply_payload(self, payload: object, verdicts: tuple[DedupVerdict, ...] | None = None) -> OpResult:
+        """Like `apply`, for an op given as its JSON payload (an agent's tool call, a trace entry)."""
+        op = op_from_dict(payload)
         plan = Plan(self)
         result = PLANNERS[type(op)](plan, op, self.guard, verdicts)
         self._commit(plan)
@@ -164,26 +203,71 @@ class Workspace:
     def _commit(self, plan: Plan) -> None:
         for node_id, node in plan.pending.items():
             old = self._nodes.get(node_id)
-            if old is not None:
-                self._unindex(old)
             self._nodes[node_id] = node
-            self._index(node)
+            if old is not None and old.active and node.active:
+                self._reindex(old, node)
+            else:
+                if old is not None:
+                    self._unindex(old)
+                self._index(node)
         self.meta = replace(self.meta, step=plan.step, next_serial=plan.serial)
+
+    def _reindex(self, old: Node, new: Node) -> None:
+        """Update the indexes for a node that stays active: only what changed."""
+        if old.path != new.path:
+            del self._by_path[old.path]
+            self._by_path[new.path] = new.id
+            self._own(self._children, 0, parent_of(old.path)).discard(new.id)
+            self._own(self._children, 0, parent_of(new.path)).add(new.id)
+        if old.links != new.links or old.provenance != new.provenance:
+            before, after = {*old.links, *old.provenance}, {*new.links, *new.provenance}
+            for target in before - after:
+                self._own(self._referrers, 1, target).discard(new.id)
+            for target in after - before:
+                self._own(self._referrers, 1, target).add(new.id)
+
+    def _own(self, index: dict[str, set[str]], which: int, key: str) -> set[str]:
+        """The set at `index[key]`, copied first if it may be shared with a copy of this workspace."""
+        owned = self._owned[which]
+        if key not in owned:
+            index[key] = set(index.get(key, ()))
+            owned.add(key)
+        return index[key]
+
+    def _bulk_index(self, nodes: Iterable[Node]) -> None:
+        """Index many new nodes at once (all index sets are then owned by this object)."""
+        by_path, children, referrers = self._by_path, self._children, self._referrers
+        for node in nodes:
+            if node.deleted_step is not None:
+                continue
+            self._active += 1
+            by_path[node.path] = node.id
+            parent = node.path.rpartition("/")[0]
+            bucket = children.get(parent)
+            if bucket is None:
+                bucket = children[parent] = set()
+            bucket.add(node.id)
+            for target in node.links + node.provenance:
+                bucket = referrers.get(target)
+                if bucket is None:
+                    bucket = referrers[target] = set()
+                bucket.add(node.id)
+        self._owned = (set(children), set(referrers))
 
     def _index(self, node: Node) -> None:
         if not node.active:
             return
         self._active += 1
         self._by_path[node.path] = node.id
-        self._children[parent_of(node.path)].add(node.id)
+        self._own(self._children, 0, parent_of(node.path)).add(node.id)
         for target in (*node.links, *node.provenance):
-            self._referrers[target].add(node.id)
+            self._own(self._referrers, 1, target).add(node.id)
 
     def _unindex(self, node: Node) -> None:
         if not node.active:
             return
         self._active -= 1
         del self._by_path[node.path]
-        self._children[parent_of(node.path)].discard(node.id)
+        self._own(self._children, 0, parent_of(node.path)).discard(node.id)
         for target in (*node.links, *node.provenance):
-            self._referrers[target].discard(node.id)
+            self._own(self._referrers, 1, target).discard(node.id)

@@ -13,7 +13,6 @@ import pyarrow.parquet as pq
 
 from librarian.workspace.dedup import DedupVerdict
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
-from librarian.workspace.ops import op_from_dict
 
 if TYPE_CHECKING:
     from librarian.workspace.store import Workspace
@@ -108,7 +107,7 @@ def replay(initial: Workspace, entries: Iterable[TraceEntry]) -> Workspace:
     ws.guard = None
     for entry in entries:
         try:
-            result = ws.apply(op_from_dict(entry.op), verdicts=entry.verdicts)
+            result = ws.apply_payload(entry.op, verdicts=entry.verdicts)
         except WorkspaceError as exc:
             raise WorkspaceError(f"replay failed at step {entry.step}: {exc}") from None
         if result.step != entry.step:
