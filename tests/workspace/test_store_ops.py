@@ -189,3 +189,32 @@ def test_new_ids_never_collide_with_document_ids() -> None:
     ws = Workspace.from_documents([Document("n0", "zero"), Document("n1", "one")], raw_policy="editable")
     new = ws.apply(Add("two")).created[0]
     assert new not in ("n0", "n1")
+
+
+def _indexes(ws: Workspace) -> tuple:
+    paths = sorted({n.parent_path for n in ws} | {""})
+    ids = sorted(n.id for n in ws.all_nodes())
+    return ({p: [n.id for n in ws.children(p)] for p in paths},
+            {i: sorted(ws.referrer_ids(i)) for i in ids}, {n.path: ws.by_path(n.path).id for n in ws}, len(ws))
+
+
+def test_copies_share_nothing_observable(kb: Workspace) -> None:
+    hub = kb.apply(Add("hub", path="idx/hub", links=("f1", "f2"))).created[-1]
+    twin = kb.copy()
+    kb.apply(Link(hub, "f3"))
+    kb.apply(Move(hub, "elsewhere/hub"))
+    twin.apply(Delete(hub))
+    twin.apply(Add("other", path="idx/other", links=("f1",)))
+    for side in (kb, twin):
+        assert _indexes(side) == _indexes(Workspace.from_state(*side.state()))
+    assert kb.get(hub) is not None and twin.get(hub) is None
+
+
+def test_to_table_tracks_changes_and_hash_is_stable(curated: Workspace) -> None:
+    from librarian.workspace import codec
+
+    first = curated.to_table()
+    assert first.equals(codec.nodes_to_table(*curated.state()))
+    curated.apply(Edit("people/friends.md", "Friends of Alice."))
+    assert curated.to_table().equals(codec.nodes_to_table(*curated.state()))
+    assert curated.content_hash() == codec.content_hash(*curated.state()) == curated.copy().content_hash()
