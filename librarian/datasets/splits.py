@@ -1,0 +1,79 @@
+"""The shared split scheme for externally generated questions (PhantomWiki, Memory-Gym).
+
+Reserved templates feed test_out and the "out" half of eval; the others feed
+train, test_in and the "in" half of eval, round-robin over templates. Every
+question lands in at most one split. When the questions cannot fill the
+requested sizes, all sizes shrink by one common factor (recorded by the caller).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import asdict, dataclass, replace
+
+from librarian.datasets.records import DatasetError, Question
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """Questions per split (eval = eval_in + eval_out)."""
+
+    train: int = 150
+    test_in: int = 100
+    test_out: int = 50
+    eval_in: int = 20
+    eval_out: int = 10
+
+    def scaled(self, factor: float) -> Sizes:
+        return Sizes(*(int(v * factor) for v in (self.train, self.test_in, self.test_out,
+                                                  self.eval_in, self.eval_out)))
+
+
+def _take_round_robin(groups: dict[str, list[Question]], n: int) -> list[Question]:
+    out: list[Question] = []
+    names = sorted(groups)
+    while len(out) < n and any(groups[t] for t in names):
+        for t in names:
+            if groups[t] and len(out) < n:
+                out.append(groups[t].pop(0))
+    return out
+
+
+def assign_splits(questions: list[Question], sizes: Sizes, reserved: int, seed: int
+                  ) -> tuple[list[Question], dict[str, object]]:
+    """Questions with their split set, and a record of the reserved templates and sizes used."""
+    templates = sorted({q.template for q in questions})
+    if len(templates) <= reserved:
+        raise DatasetError(f"need more than {reserved} templates to reserve {reserved} for test_out; "
+                           f"got {len(templates)}")
+    rng = random.Random(f"splits:{seed}")
+    held = sorted(rng.sample(templates, reserved))
+    groups: dict[str, list[Question]] = defaultdict(list)
+    for q in questions:
+        groups[q.template].append(q)
+    for t in groups:
+        rng.shuffle(groups[t])
+    n_in = sum(len(v) for t, v in groups.items() if t not in held)
+    n_out = sum(len(v) for t, v in groups.items() if t in held)
+    need_in = sizes.train + sizes.test_in + sizes.eval_in
+    need_out = sizes.test_out + sizes.eval_out
+    factor = min(1.0, n_in / need_in if need_in else 1.0, n_out / need_out if need_out else 1.0)
+    used = sizes if factor >= 1.0 else sizes.scaled(factor)
+    trained = {t: v for t, v in groups.items() if t not in held}
+    out_groups = {t: v for t, v in groups.items() if t in held}
+    result: list[Question] = []
+    for split, part, n, pool in (
+        ("train", "", used.train, trained),
+        ("test_in", "", used.test_in, trained),
+        ("test_out", "", used.test_out, out_groups),
+        ("eval", "in", used.eval_in, trained),
+        ("eval", "out", used.eval_out, out_groups),
+    ):
+        for q in _take_round_robin(pool, n):
+            extra = dict(q.extra)
+            if part:
+                extra["eval_part"] = part
+            result.append(replace(q, split=split, extra=extra))
+    record = {"reserved_templates": held, "sizes": asdict(used), "scale": round(factor, 4)}
+    return result, record

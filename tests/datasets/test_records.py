@@ -1,0 +1,60 @@
+"""Records: Arrow round trips, schema versions, workspace documents."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from librarian.datasets import (
+    CORPUS_SCHEMA,
+    Bundle,
+    CorpusDoc,
+    DatasetError,
+    Question,
+    read_parquet,
+    to_documents,
+    write_parquet,
+)
+from librarian.datasets.records import corpus_from_table, corpus_table, question_table, questions_from_table
+
+
+def _bundle() -> Bundle:
+    docs = [CorpusDoc("d1", "Ada lives in Port Avel.", "city:p1:Port Avel", "c1", source="city", title="Ada",
+                      extra={"section": "Attributes"}),
+            CorpusDoc("d2", "Bo's job is baker.", "job:p2:baker", "c2", path="facts/d2")]
+    qs = [Question("q1", "Where does Ada live?", ["Port Avel"], "train", "QC1", "qc1_city", "c1", "set_f1",
+                   support=["d1"], keys=["person:Ada"], extra={"slots": "{}"})]
+    return Bundle("toy", docs, qs)
+
+
+def test_round_trip_tables_and_parquet(tmp_path):
+    b = _bundle()
+    assert corpus_from_table(corpus_table(b.corpus)) == b.corpus
+    assert questions_from_table(question_table(b.questions)) == b.questions
+    write_parquet(b, tmp_path)
+    back = read_parquet(tmp_path)
+    assert back.corpus == b.corpus and back.questions == b.questions
+
+
+def test_schema_version_is_checked():
+    t = corpus_table(_bundle().corpus).replace_schema_metadata({b"librarian.schema_version": b"99"})
+    with pytest.raises(DatasetError, match="schema version '99'"):
+        corpus_from_table(t)
+    bare = pa.table({"id": ["x"]}, schema=pa.schema([("id", pa.string())], metadata=CORPUS_SCHEMA.metadata))
+    with pytest.raises(DatasetError, match="missing columns"):
+        corpus_from_table(bare)
+
+
+def test_unknown_metric_and_missing_folder(tmp_path):
+    with pytest.raises(DatasetError, match="unknown metric"):
+        Question("q", "?", [], "train", "c", "t", "k", metric="bleu")
+    with pytest.raises(DatasetError, match="corpus.parquet"):
+        read_parquet(tmp_path)
+
+
+def test_to_documents_carries_origin_and_provenance():
+    docs = to_documents(_bundle().corpus)
+    assert [d.id for d in docs] == ["d1", "d2"]
+    assert docs[0].origin == "city:p1:Port Avel" and docs[0].metadata["title"] == "Ada"
+    assert docs[0].metadata["section"] == "Attributes" and docs[1].path == "facts/d2"
+    assert [d.id for d in to_documents(_bundle().corpus, collection="c2")] == ["d2"]
