@@ -1,0 +1,62 @@
+"""`librarian demo` end to end at small scale, and its scripted key indexer."""
+
+from __future__ import annotations
+
+import json
+
+from librarian.cli import main
+from librarian.pipelines.demo_curation import KeyIndexer, key_label
+from librarian.search.factory import SearchConfig, make_index
+from librarian.search.sync import IndexSync
+from librarian.workspace import Document, Workspace
+from librarian.workspace.growth import store_growth
+
+
+def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
+    out = tmp_path / "demo"
+    code = main(["demo", f"out_dir={out}", "search.embedder=hashing", "curate_questions=10"])
+    assert code == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["replay_identical"] is True and results["invariant_violations"] == 0
+    assert results["index_documents"] > 0 and results["links"] > 0
+    assert 0 < results["coverage_one_hop"] <= results["coverage_two_hop"] <= 1
+    assert results["config"]["curate_questions"] == 10
+    for name in ("snapshot.parquet", "trace.parquet", "initial.parquet", "store_growth.png"):
+        assert (out / name).stat().st_size > 0
+    assert "replay of" in capsys.readouterr().out
+
+
+def test_demo_rejects_a_config_typo(capsys) -> None:
+    assert main(["demo", "peopel=3"]) == 2
+    assert "did you mean 'people'" in capsys.readouterr().out
+
+
+def test_key_indexer_links_only_facts_that_state_the_key() -> None:
+    facts = ["Ada Moss lives in Port Avel.", "Ben Ray lives in Port Avel.", "Ada Moss's hobby is chess.",
+             "Cy Lu lives in Dunmore.", "Port Avel is rainy."]
+    ws = Workspace.from_documents([Document(f"f{i}", t) for i, t in enumerate(facts)], raw_policy="editable")
+    index = make_index(SearchConfig(embedder="none"))
+    IndexSync(index, ws).sync()
+    indexer = KeyIndexer(ws, index)
+    node_id = indexer.index_key("city:Port Avel")
+    node = ws.get(node_id)
+    assert node.text == "Residents of Port Avel" and node.path == "indexes/city/port-avel"
+    assert set(node.links) == {"f0", "f1", "f4"}
+    assert indexer.index_key("city:Port Avel") is None  # at most one index per key
+    assert indexer.index_key("relation:mother") is None  # not an indexable key kind
+    assert indexer.index_key("city:Atlantis") is None and indexer.skipped == 1
+    assert key_label("hobby:chess") == "chess"
+
+
+def test_store_growth_follows_the_trace() -> None:
+    ws = Workspace.from_documents([Document(f"f{i}", f"fact {i}") for i in range(5)], raw_policy="editable")
+    initial = ws.copy()
+    from librarian.workspace import Add, Delete
+
+    a = ws.apply(Add("a", links=("f1", "f2"))).created[-1]
+    ws.apply(Add("b", links=("f3",)))
+    ws.apply(Delete(a))
+    series = store_growth(initial, ws.trace, points=10)
+    assert [p.step for p in series] == [0, 1, 2, 3]
+    assert [p.authored_alive for p in series] == [0, 1, 2, 1]
+    assert [p.links for p in series] == [0, 2, 3, 1]
