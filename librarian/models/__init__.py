@@ -1,0 +1,44 @@
+"""Policy backends behind one interface: `hf`, `openai`, `scripted` (and `vllm`, not built yet).
+
+Backends are chosen by name with `make_backend`; each is imported only when
+made, so `import librarian.models` never loads torch or transformers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from librarian.models.base import (
+    BackendError,
+    FinishReason,
+    Message,
+    PolicyBackend,
+    Sample,
+    SamplingParams,
+    ToolSchema,
+)
+
+# name -> "module:factory", or None while the backend is not built yet
+BACKENDS: dict[str, str | None] = {
+    "hf": "librarian.models.hf:make_hf_backend",
+    "openai": "librarian.models.openai:OpenAIBackend",
+    "scripted": "librarian.models.scripted:make_scripted_backend",
+    "vllm": None,
+}
+
+
+def make_backend(name: str, **kwargs: Any) -> PolicyBackend:
+    """The backend called `name`, built with `kwargs` (see each factory for its options)."""
+    if name not in BACKENDS:
+        raise BackendError(f"unknown policy backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    target = BACKENDS[name]
+    if target is None:
+        raise BackendError(f"policy backend {name!r} is not built yet; use 'hf' (transformers) or 'openai' "
+                           "(for example against a `vllm serve` endpoint) meanwhile")
+    module, factory = target.split(":")
+    return getattr(importlib.import_module(module), factory)(**kwargs)
+
+
+__all__ = ["BACKENDS", "BackendError", "FinishReason", "Message", "PolicyBackend", "Sample", "SamplingParams",
+           "ToolSchema", "make_backend"]

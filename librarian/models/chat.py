@@ -1,0 +1,76 @@
+"""Rendering conversations: tool schemas into the system turn, and a ChatML fallback.
+
+A chat template that knows about tools (Qwen, Hermes) renders them itself:
+`render_with_template` passes `tools=` through. One that does not (SmolLM2)
+gets the schemas written into its system message by `tools_system_text`, in
+the Hermes convention the parser reads back (`<tool_call>{json}</tool_call>`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from librarian.models.base import Message, ToolSchema
+
+TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+
+
+def tools_system_text(tools: Sequence[ToolSchema]) -> str:
+    """Instructions listing the tools (one JSON schema per line) and the call format."""
+    lines = [
+        "# Tools",
+        "",
+        "You can call the functions below. Their signatures are JSON schemas inside <tools></tools>:",
+        "<tools>",
+    ]
+    lines.extend(json.dumps(t, ensure_ascii=False, sort_keys=True) for t in tools)
+    lines += [
+        "</tools>",
+        "",
+        "To call a function, write a JSON object with its name and arguments between the tags:",
+        f'{TOOL_CALL_OPEN}{{"name": "<function name>", "arguments": {{<arguments>}}}}{TOOL_CALL_CLOSE}',
+    ]
+    return "\n".join(lines)
+
+
+def with_tools_in_system(messages: Sequence[Message], tools: Sequence[ToolSchema] | None) -> list[Message]:
+    """A copy of `messages` whose system message (added if missing) ends with the tool instructions."""
+    msgs = [dict(m) for m in messages]
+    if not tools:
+        return msgs
+    block = tools_system_text(tools)
+    if msgs and msgs[0]["role"] == "system":
+        msgs[0]["content"] = f"{msgs[0]['content']}\n\n{block}" if msgs[0]["content"] else block
+    else:
+        msgs.insert(0, {"role": "system", "content": block})
+    return msgs
+
+
+def template_supports_tools(template: str | None) -> bool:
+    """True if a Jinja chat template reads the `tools` variable."""
+    return bool(template) and "tools" in template  # type: ignore[operator]
+
+
+def render_with_template(tokenizer: Any, messages: Sequence[Message], tools: Sequence[ToolSchema] | None,
+                         add_generation_prompt: bool = True) -> str:
+    """Render with the tokenizer's own chat template (tools inline if the template cannot take them)."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        return chatml(messages, tools, add_generation_prompt)
+    if tools and template_supports_tools(template):
+        return tokenizer.apply_chat_template(list(messages), tools=list(tools), tokenize=False,
+                                             add_generation_prompt=add_generation_prompt)
+    return tokenizer.apply_chat_template(with_tools_in_system(messages, tools), tokenize=False,
+                                         add_generation_prompt=add_generation_prompt)
+
+
+def chatml(messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None,
+           add_generation_prompt: bool = True) -> str:
+    """ChatML (`<|im_start|>role\\ncontent<|im_end|>`): the fallback when no tokenizer is at hand."""
+    parts = [f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in with_tools_in_system(messages, tools)]
+    if add_generation_prompt:
+        parts.append("<|im_start|>assistant\n")
+    return "".join(parts)

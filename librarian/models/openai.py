@@ -1,0 +1,202 @@
+"""The `openai` backend: any OpenAI-compatible chat-completions endpoint (vLLM server, hosted API).
+
+Requests go through the standard library (`urllib`), with a timeout per
+request and retries with exponential backoff on connection errors, timeouts,
+HTTP 429 and 5xx. Errors name the URL. Tool results are sent as user turns
+wrapped in `<tool_response>` (Hermes style), so any server accepts them; tool
+calls the server parsed into `tool_calls` come back as `<tool_call>` text, so
+the one parser reads every backend's output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from typing import Any
+
+from librarian.models.base import (
+    BackendError,
+    Message,
+    Sample,
+    SamplingParams,
+    ToolSchema,
+    check_conversations,
+    cut_at_stop,
+)
+from librarian.models.chat import (
+    TOOL_CALL_CLOSE,
+    TOOL_CALL_OPEN,
+    chatml,
+    render_with_template,
+    with_tools_in_system,
+)
+
+log = logging.getLogger(__name__)
+RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+class OpenAIBackend:
+    """`PolicyBackend` over `POST {base_url}/chat/completions`.
+
+    `tools_in_prompt=True` writes the tool schemas into the system message
+    (for servers whose template ignores `tools`); otherwise they are sent as
+    `tools` with `tool_choice: "none"`, so the server renders but never parses
+    them. `tokenizer` (optional) lets `render_prompt` use the model's own
+    template; without it, ChatML is shown.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0,
+                 max_retries: int = 3, backoff_s: float = 0.5, tools_in_prompt: bool = False,
+                 tokenizer: Any = None, extra_body: dict[str, Any] | None = None) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise BackendError(f"openai backend: base_url must start with http:// or https://, got {base_url!r}")
+        if max_retries < 0 or timeout_s <= 0:
+            raise BackendError(f"openai backend: need timeout_s > 0 and max_retries >= 0, got {timeout_s}, {max_retries}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.tools_in_prompt = tools_in_prompt
+        self.tokenizer = tokenizer
+        self.extra_body = dict(extra_body or {})
+        self.name = f"openai:{model}@{self.base_url}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
+        msgs = wire_messages(check_conversations([messages])[0])
+        if self.tokenizer is not None:
+            return render_with_template(self.tokenizer, msgs, tools)
+        return chatml(msgs, tools)
+
+    def generate(self, conversations: Sequence[Sequence[Message]], tools: Sequence[ToolSchema] | None,
+                 params: SamplingParams) -> list[list[Sample]]:
+        return [self._one(conv, tools, params) for conv in check_conversations(conversations)]
+
+    def request_body(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None,
+                     params: SamplingParams) -> dict[str, Any]:
+        """The JSON body sent for one conversation."""
+        msgs = wire_messages(messages)
+        body: dict[str, Any] = {
+            "model": self.model, "n": params.n, "max_tokens": params.max_new_tokens,
+            "temperature": float(params.temperature), "top_p": float(params.top_p),
+            "logprobs": True, "return_token_ids": True, "return_tokens_as_token_ids": True,
+        }
+        if tools and self.tools_in_prompt:
+            msgs = with_tools_in_system(msgs, tools)
+        elif tools:
+            body["tools"] = list(tools)
+            body["tool_choice"] = "none"
+        body["messages"] = msgs
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.seed is not None:
+            body["seed"] = params.seed
+        body.update(self.extra_body)
+        return body
+
+    def _one(self, messages: list[Message], tools: Sequence[ToolSchema] | None, params: SamplingParams) -> list[Sample]:
+        data = self._post(self.request_body(messages, tools, params))
+        choices = data.get("choices")
+        if not isinstance(choices, list) or len(choices) != params.n:
+            raise BackendError(f"{self.url}: expected {params.n} choice(s), got {str(choices)[:200]}")
+        prompt_ids = tuple(_ints(data.get("prompt_token_ids")) or ())
+        return [self._sample(sorted(choices, key=lambda c: c.get("index", 0))[k], prompt_ids, params)
+                for k in range(params.n)]
+
+    def _sample(self, choice: dict[str, Any], prompt_ids: tuple[int, ...], params: SamplingParams) -> Sample:
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise BackendError(f"{self.url}: a choice has no message: {str(choice)[:200]}")
+        text = message.get("content") or ""
+        if not isinstance(text, str):
+            raise BackendError(f"{self.url}: message content must be a string, got {type(text).__name__}")
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function", {}) if isinstance(call, dict) else {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except (TypeError, json.JSONDecodeError):
+                args = fn.get("arguments")
+            text += f"{TOOL_CALL_OPEN}{json.dumps({'name': fn.get('name'), 'arguments': args})}{TOOL_CALL_CLOSE}"
+        stop_reason = choice.get("stop_reason")
+        if isinstance(stop_reason, str) and stop_reason in params.stop and not text.endswith(stop_reason):
+            text += stop_reason  # servers drop the stop string; the contract keeps it
+        text, _ = cut_at_stop(text, params.stop)
+        token_ids, logprobs = _tokens(choice)
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return Sample(text=text, token_ids=token_ids, logprobs=logprobs if len(logprobs) == len(token_ids) else (),
+                      prompt_token_ids=prompt_ids, finish_reason=finish,
+                      extra={"finish_reason": choice.get("finish_reason")})
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        payload = json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+            request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                    raw = response.read()
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:500].decode(errors="replace")
+                last = f"HTTP {exc.code}: {detail}"
+                if exc.code not in RETRY_STATUS:
+                    raise BackendError(f"{self.url} rejected the request ({last})") from exc
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                last = f"unreachable ({reason})"
+            else:
+                try:
+                    data = json.loads(raw)
+                except json.JSONDecodeError as exc:
+                    raise BackendError(f"{self.url} returned a body that is not JSON: {raw[:200]!r}") from exc
+                if not isinstance(data, dict):
+                    raise BackendError(f"{self.url} returned JSON that is not an object: {str(data)[:200]}")
+                return data
+            log.warning("%s: attempt %d of %d failed: %s", self.url, attempt + 1, self.max_retries + 1, last)
+        raise BackendError(f"{self.url}: giving up after {self.max_retries + 1} attempt(s); last error: {last}")
+
+
+def wire_messages(messages: Sequence[Message]) -> list[Message]:
+    """Tool results as user turns in `<tool_response>` tags (no tool_call_id bookkeeping needed)."""
+    out: list[Message] = []
+    for m in messages:
+        if m["role"] == "tool":
+            out.append({"role": "user", "content": f"<tool_response>\n{m['content']}\n</tool_response>"})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+def _ints(value: Any) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    return None
+
+
+def _tokens(choice: dict[str, Any]) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Generated token ids and log-probs, from `token_ids` or `logprobs.content` ("token_id:N" tokens)."""
+    content = (choice.get("logprobs") or {}).get("content") or []
+    logprobs = tuple(float(c["logprob"]) for c in content if isinstance(c, dict) and "logprob" in c)
+    ids = _ints(choice.get("token_ids"))
+    if ids is None:
+        parsed = []
+        for c in content:
+            token = c.get("token", "") if isinstance(c, dict) else ""
+            if not (isinstance(token, str) and token.startswith("token_id:") and token[9:].lstrip("-").isdigit()):
+                return (), ()
+            parsed.append(int(token[9:]))
+        ids = parsed
+    return tuple(ids), logprobs

@@ -1,0 +1,111 @@
+"""The `scripted` backend: deterministic programs that play a role (baselines, teachers, test drivers).
+
+A scripted policy is a function from the conversation so far (and the tool
+schemas) to the next assistant message, which holds a `<tool_call>`. It sees
+only what a model would see: never a gold answer. `ScriptedBackend` makes
+any such function a `PolicyBackend` (samples carry text, no tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from librarian.models.base import Message, Sample, SamplingParams, ToolSchema, check_conversations
+from librarian.models.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, chatml
+
+
+class ScriptedPolicy(Protocol):
+    """The next assistant message for a conversation."""
+
+    def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None) -> str: ...
+
+
+def tool_call_text(name: str, **arguments: Any) -> str:
+    """An assistant message holding one call in the Hermes format."""
+    return f"{TOOL_CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}{TOOL_CALL_CLOSE}"
+
+
+def observation_text(message: Message) -> str:
+    """A tool result's text, whether sent as a `tool` turn or as a user turn in `<tool_response>` tags."""
+    content = message["content"]
+    match = re.fullmatch(r"\s*<tool_response>\n?(.*?)\n?</tool_response>\s*", content, re.S)
+    return match.group(1) if match else content
+
+
+def task_question(messages: Sequence[Message]) -> str:
+    """The question of the task: the text after 'Question:' in the first user turn, else that whole turn."""
+    first = next((m["content"] for m in messages if m["role"] == "user"), "")
+    match = re.search(r"Question:\s*(.+)", first)
+    return (match.group(1) if match else first).strip()
+
+
+def last_observation(messages: Sequence[Message]) -> str | None:
+    """The latest tool result, or None before the first action."""
+    if not any(m["role"] == "assistant" for m in messages):
+        return None
+    last = messages[-1]
+    if last["role"] == "tool" or (last["role"] == "user" and "<tool_response>" in last["content"]):
+        return observation_text(last)
+    return None
+
+
+_HIT_ID = re.compile(r"^\s*1\.\s+id=(\S+)", re.M)
+
+
+def first_hit_reader(messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
+    """A trivial KBGym reader: search the question, read the first hit, answer with its first line.
+
+    Stateless: it decides from the last observation alone, so it works with
+    any memory window. The loop's test driver, not a real planner.
+    """
+    seen = last_observation(messages)
+    if seen is None:
+        return tool_call_text("search", query=task_question(messages), page=1)
+    if seen.startswith("search "):
+        hit = _HIT_ID.search(seen)
+        return tool_call_text("read", id=hit.group(1)) if hit else tool_call_text("answer", text="unknown")
+    if seen.startswith("["):  # a read: header, optional links/provenance, '---', then the text
+        body = seen.split("\n---\n", 1)[1] if "\n---\n" in seen else ""
+        first = next((line.strip() for line in body.splitlines() if line.strip()), "unknown")
+        return tool_call_text("answer", text=first)
+    return tool_call_text("answer", text="unknown")
+
+
+SCRIPTED_POLICIES: dict[str, Callable[..., str]] = {
+    "kbgym_first_hit": first_hit_reader,
+}
+
+
+class ScriptedBackend:
+    """`PolicyBackend` over a scripted policy; every one of the n samples is the same message."""
+
+    def __init__(self, policy: ScriptedPolicy, name: str | None = None) -> None:
+        if not callable(policy):
+            raise TypeError(f"a scripted policy must be callable, got {type(policy).__name__}")
+        self.policy = policy
+        self.name = name or f"scripted:{getattr(policy, '__name__', type(policy).__name__)}"
+
+    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
+        return chatml(check_conversations([messages])[0], tools)
+
+    def generate(self, conversations: Sequence[Sequence[Message]], tools: Sequence[ToolSchema] | None,
+                 params: SamplingParams) -> list[list[Sample]]:
+        out = []
+        for conv in check_conversations(conversations):
+            text = self.policy(conv, tools)
+            if not isinstance(text, str):
+                raise TypeError(f"{self.name} returned {type(text).__name__}, expected the message text")
+            out.append([Sample(text=text)] * params.n)
+        return out
+
+
+def make_scripted_backend(policy: str | ScriptedPolicy = "kbgym_first_hit") -> ScriptedBackend:
+    """Registry entry: a scripted policy by name (see `SCRIPTED_POLICIES`) or a callable."""
+    if isinstance(policy, str):
+        if policy not in SCRIPTED_POLICIES:
+            raise ValueError(f"unknown scripted policy {policy!r}; known: {', '.join(sorted(SCRIPTED_POLICIES))}")
+        return ScriptedBackend(SCRIPTED_POLICIES[policy], name=f"scripted:{policy}")
+    return ScriptedBackend(policy)

@@ -1,0 +1,146 @@
+"""The episode loop: a policy backend against an environment, under a budget and a memory window.
+
+The loop is role-agnostic: it asks the environment for the opening messages,
+shows the policy its memory (the opening plus the last k action-result
+pairs, or the full history, compacted by a hook when it grows too long),
+parses nothing itself, enforces the action budget, forces a final answer
+when the role asks for one, and records every turn. `run_episodes` steps a
+batch of environments in lockstep so an LLM backend generates for all of
+them at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from librarian.models.base import Message, PolicyBackend, Sample, SamplingParams
+from librarian.roles.definitions import Role
+from librarian.roles.environment import Environment, Step
+from librarian.roles.trajectory import Trajectory, TurnRecord
+
+log = logging.getLogger(__name__)
+
+Compactor = Callable[[list[Message]], list[Message]]
+FORCE_ANSWER = ("You have used all {budget} actions of your budget. Answer now: call {tool} with your best answer; "
+                "no other tool will run.")
+
+
+@dataclass(frozen=True, slots=True)
+class LoopConfig:
+    """Loop settings beyond the role: sampling, and when the full history is compacted."""
+
+    params: SamplingParams = SamplingParams(max_new_tokens=256, temperature=1.0)
+    compactor: Compactor | None = None
+    compact_at_chars: int = 24_000
+
+
+class _Episode:
+    """The state of one running episode."""
+
+    def __init__(self, env: Environment, role: Role) -> None:
+        self.env = env
+        self.role = role
+        opening = env.reset()
+        self.opening = opening.messages
+        self.tools = opening.tools
+        self.history: list[Message] = []  # pairs, flattened: assistant, tool, assistant, tool, ...
+        task = next((m["content"] for m in opening.messages if m["role"] == "user"), "")
+        self.traj = Trajectory(role=role.name, task=task, budget=role.budget, messages=list(opening.messages))
+        self.started = time.perf_counter()
+        self.done = False
+
+    @property
+    def actions_left(self) -> int:
+        return self.role.budget - self.traj.actions
+
+    def prompt(self, config: LoopConfig) -> list[Message]:
+        if self.role.memory_window is not None:
+            keep = 2 * self.role.memory_window
+            return self.opening + (self.history[-keep:] if keep else [])
+        if config.compactor is not None and sum(len(m["content"]) for m in self.history) > config.compact_at_chars:
+            self.history = list(config.compactor(self.history))
+            self.traj.compactions += 1
+        return self.opening + self.history
+
+    def record(self, sample: Sample, step: Step, wall: float, gen: float, forced: bool = False) -> None:
+        results = step.results
+        turn = TurnRecord(
+            index=len(self.traj.turns), text=sample.text,
+            calls=[{"name": c.name, "arguments": c.arguments} for c in step.calls],
+            errors=[{"kind": e.kind, "message": e.message} for e in step.errors],
+            observation=step.observation, actions=step.actions,
+            chars_read=sum(r.chars for r in results), est_tokens_read=sum(r.est_tokens for r in results),
+            nodes_touched=tuple(dict.fromkeys(i for r in results for i in r.nodes_touched)),
+            raw_touched=sum(r.raw_touched for r in results), synthetic_touched=sum(r.synthetic_touched for r in results),
+            workspace_changed=any(r.changed for r in results), wall_s=wall, generate_s=gen, forced=forced,
+            prompt_ids=sample.prompt_token_ids, response_ids=sample.token_ids, logprobs=sample.logprobs,
+            finish_reason=sample.finish_reason,
+        )
+        self.traj.turns.append(turn)
+        pair = [{"role": "assistant", "content": sample.text}, {"role": "tool", "content": step.observation}]
+        self.traj.messages.extend(pair)
+        self.history.extend(pair)
+
+    def finish(self, end: str, answer: str | None) -> None:
+        self.traj.end = end  # type: ignore[assignment]
+        self.traj.answer = answer
+        self.traj.wall_s = time.perf_counter() - self.started
+        self.done = True
+
+
+def _params(config: LoopConfig, role: Role, turn: int) -> SamplingParams:
+    p = config.params
+    stop = tuple(dict.fromkeys(p.stop + role.stop))
+    return replace(p, n=1, stop=stop, seed=None if p.seed is None else p.seed + turn)
+
+
+def run_episodes(envs: Sequence[Environment], backend: PolicyBackend, role: Role,
+                 config: LoopConfig | None = None) -> list[Trajectory]:
+    """Run one episode per environment, generating for all active ones in one batch per turn."""
+    config = config or LoopConfig()
+    episodes = [_Episode(env, role) for env in envs]
+    turn = 0
+    while True:
+        active = [e for e in episodes if not e.done]
+        if not active:
+            break
+        prompts = [e.prompt(config) for e in active]
+        t0 = time.perf_counter()
+        samples = backend.generate(prompts, active[0].tools, _params(config, role, turn))
+        gen = (time.perf_counter() - t0) / len(active)
+        for ep, (sample, *_) in zip(active, samples, strict=True):
+            t1 = time.perf_counter()
+            step = ep.env.step(sample.text, ep.actions_left)
+            ep.record(sample, step, gen + time.perf_counter() - t1, gen)
+            if step.terminated:
+                ep.finish("answer" if step.answer is not None else "done", step.answer)
+            elif ep.actions_left <= 0 and not role.forced_answer:
+                ep.finish("budget", None)
+        forced = [e for e in episodes if not e.done and e.actions_left <= 0]
+        if forced:
+            _force_answers(forced, backend, role, config, turn + 1)
+        turn += 1
+    return [e.traj for e in episodes]
+
+
+def _force_answers(episodes: list[_Episode], backend: PolicyBackend, role: Role, config: LoopConfig,
+                   turn: int) -> None:
+    """One more turn, answer tool only, for episodes whose budget ran out."""
+    note = {"role": "user", "content": FORCE_ANSWER.format(budget=role.budget, tool=role.answer_tool)}
+    prompts = [e.prompt(config) + [note] for e in episodes]
+    t0 = time.perf_counter()
+    samples = backend.generate(prompts, episodes[0].env.answer_tools(), _params(config, role, turn))
+    gen = (time.perf_counter() - t0) / len(episodes)
+    for ep, (sample, *_) in zip(episodes, samples, strict=True):
+        ep.traj.messages.append(note)
+        step = ep.env.final_answer(sample.text)
+        ep.record(sample, step, gen, gen, forced=True)
+        ep.finish("forced_answer", step.answer)
+
+
+def run_episode(env: Environment, backend: PolicyBackend, role: Role, config: LoopConfig | None = None) -> Trajectory:
+    """One episode."""
+    return run_episodes([env], backend, role, config)[0]

@@ -1,0 +1,128 @@
+"""The openai backend against a real OpenAI-compatible server on loopback, serving the tiny hf model."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.request
+
+import pytest
+
+from librarian.models import BackendError, SamplingParams, make_backend
+from librarian.models.openai import OpenAIBackend
+from librarian.models.openai_server import serve
+
+CONV = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say something."},
+        {"role": "assistant", "content": "<tool_call>{}</tool_call>"}, {"role": "tool", "content": "result text"}]
+
+
+@pytest.fixture(scope="module")
+def server(tiny):
+    with serve(tiny, model_name="tiny") as running:
+        yield running
+
+
+def test_greedy_completion_matches_the_backend_token_for_token(server, tiny):
+    client = OpenAIBackend(server.url, "tiny", timeout_s=60, max_retries=0)
+    params = SamplingParams(n=2, max_new_tokens=12, temperature=0.0)
+    remote = client.generate([CONV], None, params)[0]
+    from librarian.models.openai import wire_messages
+
+    local = tiny.generate([wire_messages(CONV)], None, params)[0]
+    assert len(remote) == 2
+    for r, loc in zip(remote, local, strict=True):
+        assert r.token_ids == loc.token_ids and r.prompt_token_ids == loc.prompt_token_ids
+        assert r.text == loc.text and r.finish_reason == loc.finish_reason
+        assert r.logprobs == pytest.approx(loc.logprobs, abs=1e-6)
+
+
+def test_sampled_completion_with_seed_and_stop_keeps_the_stop(server, tiny):
+    client = make_backend("openai", base_url=server.url, model="tiny")
+    free = client.generate([CONV], None, SamplingParams(max_new_tokens=20, seed=7))[0][0]
+    stop = free.text[len(free.text) // 2: len(free.text) // 2 + 2]
+    cut = client.generate([CONV], None, SamplingParams(max_new_tokens=20, seed=7, stop=(stop,)))[0][0]
+    assert cut.text.endswith(stop) and free.text.startswith(cut.text)
+    assert cut.finish_reason == "stop" and len(cut.logprobs) == len(cut.token_ids) > 0
+
+
+def test_tools_are_sent_to_the_server_and_rendered_there(server):
+    tools = [{"type": "function", "function": {"name": "lookup", "description": "d",
+                                               "parameters": {"type": "object", "properties": {}}}}]
+    client = OpenAIBackend(server.url, "tiny")
+    body = client.request_body(CONV, tools, SamplingParams())
+    assert body["tools"] == tools and body["tool_choice"] == "none"
+    assert body["messages"][-1] == {"role": "user", "content": "<tool_response>\nresult text\n</tool_response>"}
+    sample = client.generate([CONV], tools, SamplingParams(max_new_tokens=3, seed=0))[0][0]
+    from librarian.models.hf import smollm2_tokenizer
+
+    prompt = smollm2_tokenizer().decode(list(sample.prompt_token_ids))
+    assert '"name": "lookup"' in prompt and "<tool_response>" in prompt
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_server_error_names_the_url():
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    client = OpenAIBackend(url, "m", timeout_s=2, max_retries=1, backoff_s=0.01)
+    with pytest.raises(BackendError, match=f"{url}/chat/completions: giving up after 2 attempt"):
+        client.generate([CONV], None, SamplingParams(max_new_tokens=2))
+
+
+def test_bad_request_is_not_retried_and_names_the_url(server):
+    client = OpenAIBackend(server.url, "tiny", max_retries=3, backoff_s=5)
+    with pytest.raises(BackendError, match=r"chat/completions rejected the request \(HTTP 400.*messages"):
+        client._post({"model": "tiny", "messages": [{"role": "nobody", "content": 1}]})
+
+
+class _Flaky:
+    """A backend that fails its first `failures` calls (the server answers HTTP 500), then delegates."""
+
+    def __init__(self, backend, failures: int) -> None:
+        self.backend, self.failures, self.name = backend, failures, "flaky"
+
+    def render_prompt(self, messages, tools=None):
+        return self.backend.render_prompt(messages, tools)
+
+    def generate(self, conversations, tools, params):
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("temporary failure")
+        return self.backend.generate(conversations, tools, params)
+
+
+def test_server_errors_are_retried_with_backoff(tiny):
+    flaky = _Flaky(tiny, failures=2)
+    with serve(flaky) as running:
+        client = OpenAIBackend(running.url, "flaky", max_retries=2, backoff_s=0.01)
+        sample = client.generate([CONV], None, SamplingParams(max_new_tokens=2, seed=0))[0][0]
+        assert flaky.failures == 0 and len(sample.token_ids) == 2
+        flaky.failures = 5
+        with pytest.raises(BackendError, match="giving up after 3 attempt.*HTTP 500.*temporary failure"):
+            client.generate([CONV], None, SamplingParams(max_new_tokens=2))
+
+
+def test_server_health_models_and_unknown_route(server):
+    with urllib.request.urlopen(server.url.replace("/v1", "/health"), timeout=5) as r:
+        assert json.load(r) == {"status": "ok"}
+    with urllib.request.urlopen(server.url + "/models", timeout=5) as r:
+        assert json.load(r)["data"][0]["id"] == "tiny"
+    client = OpenAIBackend(server.url.replace("/v1", "/nope"), "tiny", max_retries=0)
+    with pytest.raises(BackendError, match="HTTP 404"):
+        client.generate([CONV], None, SamplingParams(max_new_tokens=1))
+
+
+def test_tool_calls_parsed_by_a_server_come_back_as_text():
+    client = OpenAIBackend("http://127.0.0.1:1/v1", "m")
+    choice = {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+              "tool_calls": [{"function": {"name": "read", "arguments": "{\"id\": \"f1\"}"}}]}}
+    sample = client._sample(choice, (), SamplingParams())
+    assert sample.text == '<tool_call>{"name": "read", "arguments": {"id": "f1"}}</tool_call>'
+
+
+def test_bad_base_url_is_rejected():
+    with pytest.raises(BackendError, match="base_url must start with http"):
+        OpenAIBackend("localhost:8000", "m")
