@@ -1,0 +1,122 @@
+"""Bootstrap CIs and unbiased pass@k."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from librarian.evaluation.metrics import (
+    bootstrap_ci,
+    cluster_bootstrap_ci,
+    mean_pass_at_k,
+    paired_bootstrap_ci,
+    pass_at_k,
+)
+
+values = st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=25)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values, st.integers(0, 10_000))
+def test_ci_contains_point_and_is_deterministic(xs, seed):
+    a = bootstrap_ci(xs, n_boot=300, seed=seed)
+    b = bootstrap_ci(xs, n_boot=300, seed=seed)
+    assert a == b
+    assert a.low <= a.point <= a.high
+    assert a.point == pytest.approx(float(np.mean(xs)))
+    assert min(xs) - 1e-9 <= a.low and a.high <= max(xs) + 1e-9
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 50), st.floats(0.5, 50)), min_size=1, max_size=20), st.integers(0, 99))
+def test_paired_ratio_ci(pairs, seed):
+    x, y = [p[0] for p in pairs], [p[1] for p in pairs]
+    ci = paired_bootstrap_ci(x, y, statistic="ratio_of_means", n_boot=300, seed=seed)
+    assert ci.point == pytest.approx(sum(x) / sum(y))
+    assert ci.low <= ci.point <= ci.high
+
+
+def test_paired_resampling_keeps_pairs_together():
+    x = list(range(1, 31))
+    ci = paired_bootstrap_ci(x, x, statistic="mean_difference", n_boot=500)
+    assert ci.low == ci.high == 0.0  # unpaired resampling would spread this out
+
+
+def test_interval_narrows_with_more_data():
+    rng = np.random.default_rng(3)
+    small = bootstrap_ci(rng.normal(size=20), n_boot=1000, seed=1)
+    big = bootstrap_ci(rng.normal(size=2000), n_boot=1000, seed=1)
+    assert big.high - big.low < (small.high - small.low) / 3
+
+
+def test_cluster_bootstrap_is_wider_for_correlated_clusters():
+    # 10 clusters of 20 identical values: 10 effective observations, not 200
+    x = np.repeat(np.arange(10.0), 20)
+    clusters = np.repeat(np.arange(10), 20)
+    naive = bootstrap_ci(x, n_boot=1000, seed=0)
+    clustered = cluster_bootstrap_ci(x, clusters=clusters, n_boot=1000, seed=0)
+    assert clustered.point == naive.point
+    assert clustered.high - clustered.low > 2 * (naive.high - naive.low)
+
+
+def test_callable_statistic_matches_named():
+    x, y = [3, 4, 5, 9], [4, 4, 6, 10]
+    named = bootstrap_ci(x, y, statistic="ratio_of_means", n_boot=200, seed=5, clusters=["a", "a", "b", "c"])
+    func = bootstrap_ci(x, y, statistic=lambda a, b: a.mean() / b.mean(), n_boot=200, seed=5,
+                        clusters=["a", "a", "b", "c"])
+    assert named.point == pytest.approx(func.point)
+    assert func.low <= func.point <= func.high
+
+
+@pytest.mark.parametrize(("kwargs", "msg"), [
+    ({"x": []}, "non-empty"),
+    ({"x": [1, float("nan")]}, "NaN"),
+    ({"x": [1, 2], "y": [1]}, "differ in length"),
+    ({"x": [1, 2], "statistic": "median"}, "unknown statistic"),
+    ({"x": [1, 2], "statistic": "ratio_of_means"}, "needs the paired sample"),
+    ({"x": [1, 2], "y": [0, 0], "statistic": "ratio_of_means"}, "positive denominator"),
+    ({"x": [1, 2], "clusters": ["a"]}, "labels"),
+    ({"x": [1, 2], "level": 1.5}, "level"),
+])
+def test_bootstrap_errors(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        bootstrap_ci(**kwargs)
+
+
+def exact_pass_at_k(n, c, k):
+    return 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+
+
+@settings(deadline=None)
+@given(st.integers(1, 40), st.data())
+def test_pass_at_k_matches_exact_combinatorics(n, data):
+    c = data.draw(st.integers(0, n))
+    k = data.draw(st.integers(1, n))
+    p = pass_at_k(n, c, k)
+    assert 0.0 <= p <= 1.0
+    assert p == pytest.approx(float(exact_pass_at_k(n, c, k)), abs=1e-12)
+    if k < n:
+        assert pass_at_k(n, c, k + 1) >= p - 1e-12  # monotone in k
+
+
+@settings(deadline=None)
+@given(st.integers(1, 40), st.data())
+def test_pass_at_1_is_the_success_rate(n, data):
+    c = data.draw(st.integers(0, n))
+    assert pass_at_k(n, c, 1) == pytest.approx(c / n)
+    assert pass_at_k(n, 0, n) == 0.0 and pass_at_k(n, n, 1) == 1.0
+
+
+def test_pass_at_k_paper_setting_and_errors():
+    # BRIGHT: four responses per question, pass@3
+    assert pass_at_k(4, 1, 3) == pytest.approx(0.75)
+    assert mean_pass_at_k([(4, 1), (4, 0)], 3) == pytest.approx(0.375)
+    with pytest.raises(ValueError, match="k <= n"):
+        pass_at_k(4, 1, 5)
+    with pytest.raises(ValueError, match="c <= n"):
+        pass_at_k(4, 5, 1)
+    with pytest.raises(ValueError, match="integer"):
+        pass_at_k(4.0, 1, 1)  # type: ignore[arg-type]
