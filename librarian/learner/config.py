@@ -1,0 +1,98 @@
+"""The learner's structured config (OmegaConf-ready dataclasses); defaults follow paper 000 A.7."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from librarian.learner.errors import LearnerError
+
+AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k3+", "k1+", "low_var_kl+")
+ENGINES = ("torch", "deepspeed")
+
+
+@dataclass
+class LoraConfig:
+    """LoRA via peft; `enabled=False` trains (and publishes) the full weights."""
+
+    enabled: bool = True
+    rank: int = 32
+    alpha: int = 64
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+
+
+@dataclass
+class LossConfig:
+    """Policy loss (a verl registry name), clipping, aggregation, KL to the reference, entropy bonus."""
+
+    policy_loss: str = "vanilla"
+    clip_ratio: float = 0.2
+    clip_ratio_low: float | None = None
+    clip_ratio_high: float | None = None
+    clip_ratio_c: float = 3.0
+    agg_mode: str = "token-mean"
+    kl_coef: float = 0.0
+    kl_type: str = "low_var_kl"
+    entropy_coef: float = 0.0
+
+
+@dataclass
+class DeepSpeedConfig:
+    """ZeRO stage and optimizer choice for the `deepspeed` engine."""
+
+    zero_stage: int = 2
+    cpu_adam: bool = False  # False: a torch AdamW under DeepSpeed (no JIT compile of cpu_adam)
+    offload_optimizer: bool = False
+
+
+@dataclass
+class LearnerConfig:
+    """Everything the learner needs; `batch_size` trajectories x `group_size` per step in paper 000."""
+
+    engine: str = "torch"
+    lr: float = 4e-5
+    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    max_grad_norm: float = 1.0
+    grad_accum: int = 1  # micro-batches per optimizer step
+    temperature: float = 1.0  # the rollout sampling temperature: logits are divided by it
+    advantage: str = "multi_turn_grpo"
+    gamma: float = 1.0
+    scale_by_std: bool = True
+    batch_size: int = 8
+    group_size: int = 4
+    seed: int = 0
+    device: str = "cpu"
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+
+def validate(cfg: LearnerConfig) -> LearnerConfig:
+    """Raise `LearnerError` naming the first bad field."""
+    if cfg.engine not in ENGINES:
+        raise LearnerError(f"learner.engine must be one of {', '.join(ENGINES)}, got {cfg.engine!r}")
+    if not cfg.lr > 0:
+        raise LearnerError(f"learner.lr must be > 0, got {cfg.lr}")
+    if cfg.grad_accum < 1:
+        raise LearnerError(f"learner.grad_accum must be >= 1, got {cfg.grad_accum}")
+    if not cfg.temperature > 0:
+        raise LearnerError(f"learner.temperature must be > 0, got {cfg.temperature}")
+    if not 0 < cfg.gamma <= 1:
+        raise LearnerError(f"learner.gamma must be in (0, 1], got {cfg.gamma}")
+    if cfg.lora.enabled and (cfg.lora.rank < 1 or cfg.lora.alpha <= 0 or not cfg.lora.target_modules):
+        raise LearnerError(f"learner.lora needs rank >= 1, alpha > 0 and target_modules, got {cfg.lora}")
+    if cfg.loss.agg_mode not in AGG_MODES:
+        raise LearnerError(f"learner.loss.agg_mode must be one of {', '.join(AGG_MODES)}, got {cfg.loss.agg_mode!r}")
+    if cfg.loss.kl_type not in KL_TYPES:
+        raise LearnerError(f"learner.loss.kl_type must be one of {', '.join(KL_TYPES)}, got {cfg.loss.kl_type!r}")
+    if cfg.loss.kl_coef < 0 or cfg.loss.clip_ratio <= 0 or cfg.loss.clip_ratio_c <= 1:
+        raise LearnerError("learner.loss needs kl_coef >= 0, clip_ratio > 0 and clip_ratio_c > 1, "
+                           f"got {cfg.loss}")
+    if cfg.deepspeed.zero_stage not in (0, 1, 2, 3):
+        raise LearnerError(f"learner.deepspeed.zero_stage must be 0-3, got {cfg.deepspeed.zero_stage}")
+    return cfg

@@ -1,0 +1,77 @@
+"""Loss math from verl's `core_algos`, behind small wrappers: clipped policy loss, KL penalty, entropy,
+aggregation. Tensors are (batch, length) and aligned token for token with the mask."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from librarian.learner.config import LossConfig
+from librarian.learner.errors import LearnerError
+
+
+def _verl() -> Any:
+    from verl.trainer.ppo import core_algos
+
+    return core_algos
+
+
+def batch_info(mask: torch.Tensor) -> dict[str, int]:
+    """What `agg_loss` needs so that micro-batch losses add up to the loss of the whole batch `mask`."""
+    return {"dp_size": 1, "batch_num_tokens": int(mask.sum()),
+            "global_batch_size": int((mask.sum(dim=-1) > 0).sum())}
+
+
+def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str, info: dict[str, int] | None = None) -> torch.Tensor:
+    """verl's `agg_loss`; `info` (from `batch_info` over the full batch) makes micro-batches add up."""
+    info = info or batch_info(mask)
+    return _verl().agg_loss(loss_mat, mask.float(), mode, dp_size=info["dp_size"],
+                            batch_num_tokens=info["batch_num_tokens"], global_batch_size=info["global_batch_size"])
+
+
+def _shapes(**tensors: torch.Tensor) -> None:
+    shapes = {k: tuple(v.shape) for k, v in tensors.items()}
+    if len(set(shapes.values())) != 1 or any(len(s) != 2 for s in shapes.values()):
+        raise LearnerError(f"loss inputs must share one 2-d shape, got {shapes}")
+
+
+def policy_loss(old_logprobs: torch.Tensor, logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                cfg: LossConfig, info: dict[str, int] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped policy-gradient loss `cfg.policy_loss` from verl's registry, and its metrics."""
+    _shapes(old_logprobs=old_logprobs, logprobs=logprobs, advantages=advantages, mask=mask)
+    try:
+        fn = _verl().get_policy_loss_fn(cfg.policy_loss)
+    except ValueError as exc:
+        raise LearnerError(f"learner.loss.policy_loss: {exc}") from None
+    from verl.workers.config.actor import ActorConfig
+
+    conf = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=cfg.clip_ratio,
+                       clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
+                       clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.agg_mode,
+                       global_batch_info=dict(info or batch_info(mask)))
+    loss, metrics = fn(old_logprobs, logprobs, advantages, mask.float(), cfg.agg_mode, conf, None)
+    return loss, {k.split("/")[-1]: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
+
+
+def kl_loss(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, kind: str, agg_mode: str,
+            info: dict[str, int] | None = None) -> torch.Tensor:
+    """verl's `kl_penalty` estimator `kind` (k1, k2, k3/low_var_kl, abs, with '+' straight-through), aggregated."""
+    _shapes(logprobs=logprobs, ref_logprobs=ref_logprobs, mask=mask)
+    try:
+        kl = _verl().kl_penalty(logprobs, ref_logprobs, kind)
+    except NotImplementedError:
+        raise LearnerError(f"learner.loss.kl_type {kind!r} is not a token-level KL estimator") from None
+    return aggregate(kl, mask, agg_mode, info)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Per-position entropy of softmax(logits) (verl's implementation)."""
+    from verl.utils.torch_functional import entropy_from_logits as ent
+
+    return ent(logits)
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits)[target] per position (float32 for stability)."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)

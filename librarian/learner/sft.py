@@ -1,0 +1,85 @@
+"""Verified-trajectory SFT (paper 002): keep the teacher trajectories a verifier accepted, fine-tune on the
+tokens the teacher generated (the loss mask), through the learner's engine (LoRA or full weights)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from librarian.learner.batch import PolicySample, collate, split
+from librarian.learner.errors import LearnerError
+from librarian.learner.losses import token_logprobs
+
+
+def verified_samples(trajectories: Sequence[Any], keep: Callable[[Any], bool]) -> list[PolicySample]:
+    """Packed segments of the trajectories `keep` accepts (advantage 1 on generated tokens)."""
+    out: list[PolicySample] = []
+    for traj in trajectories:
+        if not keep(traj):
+            continue
+        for seg in traj.segments():
+            if not any(seg.loss_mask):
+                continue
+            out.append(PolicySample(seg.token_ids, seg.loss_mask, seg.logprobs, tuple(float(m) for m in seg.loss_mask)))
+    return out
+
+
+def sft_step(learner: Any, samples: Sequence[PolicySample]) -> dict[str, float]:
+    """One optimizer update minimising the mean negative log-likelihood of masked-in tokens."""
+    if not samples:
+        raise LearnerError("sft_step needs at least one sample")
+    start = time.perf_counter()
+    total = max(1, sum(s.trained_tokens for s in samples))
+    loss_sum, tokens = 0.0, 0
+    for part in split(samples, learner.cfg.grad_accum):
+        batch = collate(part, learner.pad_id).to(learner.engine.device)
+        t = batch.targets()
+        logits = learner.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                               use_cache=False).logits[:, :-1].float()
+        nll = -(token_logprobs(logits, t["ids"]) * t["mask"]).sum() / total
+        learner.engine.backward(nll)
+        loss_sum += float(nll.detach())
+        tokens += int(batch.attention_mask.sum())
+    grad_norm = learner.engine.step()
+    learner.step_count += 1
+    learner.version += 1
+    learner.samples_seen += len(samples)
+    wall = time.perf_counter() - start
+    return {"sft_loss": loss_sum, "grad_norm": grad_norm, "tokens_per_s": tokens / max(wall, 1e-9),
+            "step": float(learner.step_count)}
+
+
+def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, batch_size: int = 8,
+              seed: int = 0, progress: bool = True) -> list[dict[str, float]]:
+    """`epochs` passes over `samples` in shuffled batches; returns each step's metrics."""
+    if not samples:
+        raise LearnerError("no verified trajectories to fine-tune on (did the verifier reject them all?)")
+    if epochs < 1 or batch_size < 1:
+        raise LearnerError(f"fine_tune needs epochs >= 1 and batch_size >= 1, got {epochs}, {batch_size}")
+    order = list(range(len(samples)))
+    rng = random.Random(seed)
+    history: list[dict[str, float]] = []
+    steps = epochs * ((len(samples) + batch_size - 1) // batch_size)
+    with tqdm(total=steps, desc="sft", disable=not progress) as bar:
+        for _ in range(epochs):
+            rng.shuffle(order)
+            for at in range(0, len(order), batch_size):
+                history.append(sft_step(learner, [samples[i] for i in order[at:at + batch_size]]))
+                bar.set_postfix(loss=f"{history[-1]['sft_loss']:.3f}")
+                bar.update()
+    return history
+
+
+@torch.no_grad()
+def mean_nll(learner: Any, samples: Sequence[PolicySample]) -> float:
+    """Mean negative log-likelihood of the masked-in tokens under the learner's current weights."""
+    batch = collate(samples, learner.pad_id).to(learner.engine.device)
+    t = batch.targets()
+    logits = learner.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                           use_cache=False).logits[:, :-1].float()
+    return float(-(token_logprobs(logits, t["ids"]) * t["mask"]).sum() / t["mask"].sum().clamp(min=1))

@@ -1,0 +1,224 @@
+"""MLflow tracking: an experiment per pipeline, a run per job, params, per-step metrics, artifacts.
+
+`Tracker(experiment, out_dir=...)` logs to a local store under `out_dir`
+(`sqlite:///OUT/mlflow.db`, artifacts in `OUT/mlartifacts`) unless
+`tracking_uri` names a tracking server (`http://host:port`), which must
+answer `/health`. All calls go through an explicit `MlflowClient`, so two
+trackers never share hidden global state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
+MAX_BATCH = 1000  # MLflow's limit on metrics per log_batch
+
+
+class TrackingError(RuntimeError):
+    """The tracking store could not be reached or written; the message names the URI or the artifact."""
+
+
+def flatten(config: Any, prefix: str = "") -> dict[str, str]:
+    """A (nested) config as dotted keys -> strings: dataclasses, OmegaConf objects, dicts and lists."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    else:
+        try:
+            from omegaconf import DictConfig, ListConfig, OmegaConf
+
+            if isinstance(config, DictConfig | ListConfig):
+                config = OmegaConf.to_container(config, resolve=True)
+        except ImportError:  # pragma: no cover - omegaconf is a core dependency
+            pass
+    out: dict[str, str] = {}
+    if isinstance(config, Mapping):
+        for key, value in config.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+    elif isinstance(config, list | tuple) and any(isinstance(v, Mapping | list | tuple) for v in config):
+        for i, value in enumerate(config):
+            out.update(flatten(value, f"{prefix}{i}."))
+    else:
+        text = json.dumps(config) if isinstance(config, list | tuple) else str(config)
+        out[prefix.rstrip(".")] = text[:MAX_PARAM_CHARS]
+    return out
+
+
+def check_server(uri: str, timeout_s: float = 5.0) -> None:
+    """Raise `TrackingError` unless the tracking server at `uri` answers its health check."""
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - http(s) only, checked below
+            if resp.status != 200:
+                raise TrackingError(f"MLflow tracking server {uri} answered {resp.status} on /health")
+    except (urllib.error.URLError, OSError) as exc:
+        raise TrackingError(f"MLflow tracking server {uri} is unreachable ({exc}); start it or fix "
+                            "tracking_uri (leave it empty for a local store under out_dir)") from None
+
+
+def local_uri(out_dir: str | Path) -> tuple[str, str]:
+    """The local store for `out_dir`: (tracking URI, artifact location)."""
+    root = Path(out_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root / 'mlflow.db'}", (root / "mlartifacts").as_uri()
+
+
+class Tracker:
+    """One MLflow run in the experiment named after the pipeline; use as a context manager."""
+
+    def __init__(self, experiment: str, out_dir: str | Path = "runs", tracking_uri: str | None = None,
+                 run_name: str | None = None, tags: Mapping[str, str] | None = None,
+                 system_metrics: bool = False) -> None:
+        from mlflow import MlflowClient
+
+        if not experiment:
+            raise TrackingError("Tracker needs an experiment name (the pipeline's name)")
+        artifact_location = None
+        if tracking_uri:
+            if tracking_uri.startswith(("http://", "https://")):
+                check_server(tracking_uri)
+            uri = tracking_uri
+        else:
+            uri, artifact_location = local_uri(out_dir)
+        self.tracking_uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        try:
+            found = self.client.get_experiment_by_name(experiment)
+            exp_id = found.experiment_id if found else self.client.create_experiment(
+                experiment, artifact_location=artifact_location)
+            self.run_id = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags or {})).info.run_id
+        except Exception as exc:  # noqa: BLE001 - MLflow raises many types; name the store
+            raise TrackingError(f"cannot start an MLflow run in {uri}: {exc}") from exc
+        self.experiment_id = exp_id
+        self._monitor = None
+        if system_metrics:
+            self._start_system_metrics()
+
+    def _start_system_metrics(self) -> None:
+        try:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            self._monitor = SystemMetricsMonitor(self.run_id, sampling_interval=5, samples_before_logging=1,
+                                                 tracking_uri=self.tracking_uri)
+            self._monitor.start()
+        except Exception as exc:  # noqa: BLE001 - system metrics are a convenience
+            log.warning("system metrics are off: %s", exc)
+            self._monitor = None
+
+    # --- params and metrics -------------------------------------------------
+    def log_params(self, config: Any) -> dict[str, str]:
+        """The config flattened to dotted keys (nested dataclasses, OmegaConf, dicts)."""
+        from mlflow.entities import Param
+
+        params = flatten(config)
+        items = [Param(k[:250], v) for k, v in params.items()]
+        for at in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[at:at + 100])
+        return params
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+        """Per-step metrics; non-numeric and non-finite values are skipped (named in the log)."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = []
+        for key, value in metrics.items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                log.debug("metric %s=%r not logged (not a finite number)", key, value)
+                continue
+            items.append(Metric(key, float(value), now, int(step)))
+        for at in range(0, len(items), MAX_BATCH):
+            self.client.log_batch(self.run_id, metrics=items[at:at + MAX_BATCH])
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        for k, v in tags.items():
+            self.client.set_tag(self.run_id, k, str(v))
+
+    # --- artifacts -------------------------------------------------------------
+    def log_file(self, path: str | Path, folder: str | None = None) -> None:
+        path = Path(path)
+        if not path.exists():
+            raise TrackingError(f"cannot log artifact {path}: it does not exist")
+        if path.is_dir():
+            self.client.log_artifacts(self.run_id, str(path), folder)
+        else:
+            self.client.log_artifact(self.run_id, str(path), folder)
+
+    def _write(self, name: str, write: Any, folder: str | None) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            write(path)
+            self.client.log_artifact(self.run_id, str(path), folder)
+
+    def log_config(self, config: Any, name: str = "config.yaml") -> None:
+        """The resolved config as YAML (and its flattened params)."""
+        from omegaconf import OmegaConf
+
+        self.log_params(config)
+        conf = OmegaConf.structured(config) if dataclasses.is_dataclass(config) else OmegaConf.create(config)
+        self._write(name, lambda p: p.write_text(OmegaConf.to_yaml(conf, resolve=True)), None)
+
+    def log_table(self, table: Any, name: str, folder: str = "snapshots") -> None:
+        """A pyarrow Table (a workspace snapshot, a trace) as Parquet."""
+        import pyarrow.parquet as pq
+
+        self._write(name if name.endswith(".parquet") else name + ".parquet", lambda p: pq.write_table(table, p),
+                    folder)
+
+    def log_workspace(self, workspace: Any, name: str, folder: str = "snapshots") -> None:
+        """A workspace's snapshot (tombstones included) as Parquet, in the workspace codec's format."""
+        from librarian.workspace.codec import write_parquet
+
+        nodes, meta = workspace.state()
+        self._write(name if name.endswith(".parquet") else name + ".parquet",
+                    lambda p: write_parquet(nodes, meta, p), folder)
+
+    def log_jsonl(self, records: Iterable[Any], name: str, folder: str = "trajectories") -> int:
+        """Records (dicts, or objects with `to_dict()` such as trajectories) as JSON lines; returns the count."""
+        rows = [r.to_dict() if hasattr(r, "to_dict") else r for r in records]
+        self._write(name if name.endswith(".jsonl") else name + ".jsonl",
+                    lambda p: p.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows)), folder)
+        return len(rows)
+
+    def log_figure(self, figure: Any, name: str, folder: str = "plots") -> None:
+        """A matplotlib figure as PNG."""
+        self._write(name if name.endswith(".png") else name + ".png",
+                    lambda p: figure.savefig(p, dpi=100, bbox_inches="tight"), folder)
+
+    def log_text(self, text: str, name: str, folder: str | None = None) -> None:
+        self._write(name, lambda p: p.write_text(text), folder)
+
+    def artifact_uri(self) -> str:
+        return self.client.get_run(self.run_id).info.artifact_uri
+
+    # --- lifecycle ---------------------------------------------------------------
+    def finish(self, status: str = "FINISHED") -> None:
+        """End the run (FINISHED, FAILED or KILLED)."""
+        if self._monitor is not None:
+            self._monitor.finish()
+            self._monitor = None
+        self.client.set_terminated(self.run_id, status=status)
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        self.finish("FAILED" if exc_type else "FINISHED")
+
+
+def metric_history(client_or_tracker: Any, run_id: str, key: str) -> Sequence[tuple[int, float]]:
+    """(step, value) pairs of a metric, in step order (for tests and reports)."""
+    client = getattr(client_or_tracker, "client", client_or_tracker)
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))

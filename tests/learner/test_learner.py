@@ -1,0 +1,123 @@
+"""The torch learner on a tiny random Llama: updates, weight publishing to a rollout backend, accumulation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig, LossConfig, load_weights
+from librarian.learner.losses import token_logprobs
+from librarian.models import SamplingParams
+from tests.learner.conftest import random_samples, tiny_model
+
+LORA = LoraConfig(rank=4, alpha=8)
+
+
+def make(pad_id, **kw):
+    cfg = LearnerConfig(lr=kw.pop("lr", 5e-3), lora=kw.pop("lora", LORA), **kw)
+    return Learner(tiny_model(0), cfg, pad_id=pad_id)
+
+
+def seq_logprobs(model, sample):
+    ids = torch.tensor([sample.token_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[:, :-1]
+    lp = token_logprobs(logits, ids[:, 1:])[0]
+    return lp[torch.tensor(sample.loss_mask[1:]).bool()]
+
+
+def test_a_step_is_finite_changes_the_adapter_and_advances_the_version(pad_id):
+    learner = make(pad_id)
+    before = {k: v.clone() for k, v in learner.publish_weights()[1].state.items()}
+    assert learner.publish_weights()[0] == 0
+    metrics = learner.step(random_samples(4))
+    for key in ("loss", "pg_loss", "entropy", "kl", "grad_norm", "tokens_per_s", "pg_clipfrac"):
+        assert torch.isfinite(torch.tensor(metrics[key])), key
+    assert metrics["grad_norm"] > 0 and metrics["entropy"] > 0 and metrics["tokens_per_s"] > 0
+    version, payload = learner.publish_weights()
+    assert version == 1 == metrics["version"] and payload.kind == "lora"
+    assert any(not torch.equal(before[k], payload.state[k]) for k in before)
+    learner.step(random_samples(4))
+    assert learner.publish_weights()[0] == 2
+
+
+def test_the_update_follows_the_sign_of_the_advantage(pad_id):
+    learner = make(pad_id, lr=2e-2)
+    samples = random_samples(2)  # sample 0: advantage +1, sample 1: advantage -1
+    before = [seq_logprobs(learner.model, s).sum() for s in samples]
+    for _ in range(3):
+        learner.step(samples)
+    after = [seq_logprobs(learner.model, s).sum() for s in samples]
+    assert after[0] > before[0] and after[1] < before[1]
+
+
+def test_a_rollout_backend_that_loads_the_published_adapter_computes_what_the_learner_computes(pad_id):
+    from librarian.models.hf import tiny_llama
+
+    learner = make(pad_id, lr=2e-2)
+    rollout = tiny_llama(seed=0)
+    sample = random_samples(1)[0]
+    assert torch.allclose(seq_logprobs(rollout.model, sample), seq_logprobs(learner.model, sample), atol=1e-5)
+    start = seq_logprobs(rollout.model, sample)
+    learner.step(random_samples(4))
+    version, payload = learner.publish_weights()
+    assert load_weights(rollout, payload) == version == rollout.policy_version
+    learner.model.eval()
+    loaded = seq_logprobs(rollout.model, sample)
+    assert not torch.allclose(loaded, start, atol=1e-4)
+    assert torch.allclose(loaded, seq_logprobs(learner.model, sample), atol=1e-5)
+    out = rollout.generate([[{"role": "user", "content": "hello"}]], None,
+                           SamplingParams(max_new_tokens=4, temperature=0.0))[0][0]
+    assert len(out.token_ids) >= 1 and all(lp <= 0 for lp in out.logprobs)
+    with pytest.raises(LearnerError, match="already loaded"):
+        load_weights(rollout, type(payload)(version - 1, payload.kind, payload.state, payload.lora))
+
+
+def test_full_weights_are_published_and_loaded_without_lora(pad_id):
+    from librarian.models.hf import tiny_llama
+
+    learner = make(pad_id, lora=LoraConfig(enabled=False), lr=1e-3)
+    learner.step(random_samples(2))
+    version, payload = learner.publish_weights()
+    assert payload.kind == "full" and version == 1
+    rollout = tiny_llama(seed=0)
+    load_weights(rollout, payload)
+    learner.model.eval()
+    sample = random_samples(1, seed=3)[0]
+    assert torch.allclose(seq_logprobs(rollout.model, sample), seq_logprobs(learner.model, sample), atol=1e-5)
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
+def test_gradient_accumulation_gives_the_same_update_as_one_batch(pad_id, agg):
+    samples = random_samples(4)
+    states = []
+    for accum in (1, 3):  # 4 samples in 3 uneven micro-batches
+        learner = make(pad_id, grad_accum=accum, loss=LossConfig(agg_mode=agg))
+        m = learner.step(samples)
+        states.append((learner.publish_weights()[1].state, m["loss"], m["grad_norm"]))
+    for state, loss, norm in states[1:]:
+        assert loss == pytest.approx(states[0][1], rel=1e-4, abs=1e-6)
+        assert norm == pytest.approx(states[0][2], rel=1e-3)
+        for k, v in state.items():
+            assert torch.allclose(v, states[0][0][k], atol=1e-6), k
+
+
+def test_kl_to_the_reference_is_zero_at_first_and_grows(pad_id):
+    learner = make(pad_id, lr=2e-2, loss=LossConfig(kl_coef=0.1, kl_type="low_var_kl"))
+    first = learner.step(random_samples(4))
+    second = learner.step(random_samples(4))
+    assert first["kl"] == pytest.approx(0.0, abs=1e-7) and second["kl"] > 1e-8
+
+
+def test_bad_config_and_input_are_named(pad_id):
+    with pytest.raises(LearnerError, match="target_modules"):
+        make(pad_id, lora=LoraConfig(rank=4, alpha=8, target_modules=["nope_proj"]))
+    with pytest.raises(LearnerError, match="learner.engine"):
+        LearnerConfig(engine="jax")
+    learner = make(pad_id, grad_accum=3)
+    with pytest.raises(LearnerError, match="at least one"):
+        learner.step([])
+    with pytest.raises(LearnerError, match="grad_accum"):
+        learner.step(random_samples(2))
+    with pytest.raises(LearnerError, match="needs LoRA"):
+        make(pad_id, lora=LoraConfig(enabled=False), loss=LossConfig(kl_coef=0.1)).step(random_samples(1))
