@@ -1,4 +1,4 @@
-"""Policy backends behind one interface: `hf`, `openai`, `scripted` (and `vllm`, not built yet).
+"""Policy backends behind one interface: `hf`, `openai`, `scripted` and `vllm` (an engine in `.venv-vllm`).
 
 Backends are chosen by name with `make_backend`; each is imported only when
 made, so `import librarian.models` never loads torch or transformers.
@@ -24,7 +24,7 @@ BACKENDS: dict[str, str | None] = {
     "hf": "librarian.models.hf:make_hf_backend",
     "openai": "librarian.models.openai:OpenAIBackend",
     "scripted": "librarian.models.scripted:make_scripted_backend",
-    "vllm": None,
+    "vllm": "librarian.models.vllm_backend:make_vllm_backend",
 }
 
 

@@ -45,8 +45,8 @@ def test_check_conversations_names_the_bad_message():
 
 def test_registry_names_and_errors():
     assert set(BACKENDS) == {"hf", "openai", "scripted", "vllm"}
-    with pytest.raises(BackendError, match="not built yet"):
-        make_backend("vllm")
+    with pytest.raises(BackendError, match="'tiny', 'smollm2' or a folder with config.json"):
+        make_backend("vllm", model="/nonexistent/model")
     with pytest.raises(BackendError, match="unknown policy backend 'llama'"):
         make_backend("llama")
     assert make_backend("scripted").name == "scripted:kbgym_first_hit"

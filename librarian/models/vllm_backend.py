@@ -1,0 +1,264 @@
+"""The `vllm` backend: a `PolicyBackend` whose samples come from a vLLM engine, with live weight updates.
+
+The main environment never imports vLLM (verl pins transformers < 5.11,
+vLLM needs >= 5.16.1): this object renders and tokenizes prompts with the
+model's own chat template (exactly as the `hf` backend does, so both see the
+same prompt ids), sends the ids to a `VLLMEngine` in a child process running
+the vLLM environment's interpreter (`.venv-vllm`; `vllm_client`), and builds
+the same `Sample`s as `hf`: generated ids (end-of-turn token included),
+log-probs of the sampled tokens under the distribution they were drawn from,
+prompt ids, finish reason, text cut right after a stop string. Each sample's
+`extra["policy_version"]` is the weights version that produced it.
+
+`load_weights(payload)` takes what the learner publishes (`version`, `kind`
+'lora' | 'full', `state`, `lora`) and loads it without restarting the engine.
+A Ray rollout actor owns one `VLLMBackend` (or, in a GPU image with vLLM,
+one with `mode="inprocess"`) and calls `load_weights` between steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from librarian.models.base import (
+    BackendError,
+    FinishReason,
+    Message,
+    Sample,
+    SamplingParams,
+    ToolSchema,
+    check_conversations,
+    cut_at_stop,
+)
+from librarian.models.chat import render_with_template
+from librarian.models.vllm_protocol import EngineConfig
+
+log = logging.getLogger(__name__)
+END_OF_TURN = "<|im_end|>"
+KEEP_WEIGHT_VERSIONS = 2
+
+
+def end_token_ids(tokenizer: Any) -> list[int]:
+    """The ids that end a turn: `<|im_end|>` and the eos token (whichever the tokenizer has)."""
+    end = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    ends = {i for i in (end, tokenizer.eos_token_id) if isinstance(i, int) and i >= 0}
+    if end == getattr(tokenizer, "unk_token_id", None):
+        ends.discard(end)
+    if not ends:
+        raise BackendError(f"the tokenizer has neither {END_OF_TURN} nor an eos token")
+    return sorted(ends)
+
+
+class VLLMBackend:
+    """`PolicyBackend` over a vLLM engine (child process or in-process); see the module docstring."""
+
+    def __init__(self, model: str | Path = "smollm2", *, mode: str = "auto", python: str | Path | None = None,
+                 enable_lora: bool = False, max_lora_rank: int = 16, dtype: str = "float32", seed: int = 0,
+                 max_model_len: int = 2048, enforce_eager: bool = True, single_process: bool = True,
+                 weight_transfer: str = "file",
+                 engine_kwargs: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+                 model_root: str | Path | None = None, scratch_dir: str | Path | None = None,
+                 start_timeout_s: float = 900.0, policy_version: int = -1, name: str | None = None) -> None:
+        from librarian.models.vllm_client import EngineProcess, InProcessEngine, default_python
+        from librarian.models.vllm_models import resolve_model_folder
+
+        if mode not in ("auto", "subprocess", "inprocess"):
+            raise BackendError(f"vllm backend: mode must be 'auto', 'subprocess' or 'inprocess', got {mode!r}")
+        self.folder = resolve_model_folder(model, root=model_root)
+        self.tokenizer = _load_tokenizer(self.folder)
+        self.end_ids = end_token_ids(self.tokenizer)
+        extra_kwargs: dict[str, Any] = {}
+        extra_env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+        if single_process:  # engine core and model in one process: one vLLM import instead of three
+            extra_kwargs["distributed_executor_backend"] = "uni"
+            extra_env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_NUM_OF_RESERVED_CPU="0")
+        self.cfg = EngineConfig(model=str(self.folder), dtype=dtype, seed=seed, max_model_len=max_model_len,
+                                enable_lora=enable_lora, max_lora_rank=max_lora_rank, enforce_eager=enforce_eager,
+                                weight_transfer=weight_transfer, engine_kwargs={**extra_kwargs, **(engine_kwargs or {})},
+                                env={**extra_env, **(env or {})})
+        exe = Path(python) if python else default_python()
+        if mode == "auto":
+            mode = "subprocess" if exe is not None else "inprocess" if _vllm_importable() else ""
+            if not mode:
+                raise BackendError("vllm backend: no vLLM environment (.venv-vllm) and vLLM is not importable "
+                                   "here; run `make vllm-env` or set LIBRARIAN_VLLM_PYTHON")
+        if mode == "subprocess" and exe is None:
+            raise BackendError("vllm backend: no vLLM interpreter found; run `make vllm-env` or pass python=")
+        self.mode = mode
+        self.engine: Any = (EngineProcess(self.cfg, exe, start_timeout_s=start_timeout_s)  # type: ignore[arg-type]
+                            if mode == "subprocess" else InProcessEngine(self.cfg))
+        self.policy_version = policy_version
+        self.name = name or f"vllm:{self.folder.name}"
+        self._scratch = Path(scratch_dir) if scratch_dir else Path(tempfile.mkdtemp(prefix="librarian-vllm-weights-"))
+        self._own_scratch = scratch_dir is None
+        self._written: list[Path] = []
+        self.last_generate_s = 0.0
+        # closes the engine and removes the scratch folder on close(), garbage collection or interpreter exit
+        self._finalizer = weakref.finalize(self, _release, self.engine, self._scratch if self._own_scratch else None)
+
+    # -- PolicyBackend -------------------------------------------------------------------------------
+    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
+        return render_with_template(self.tokenizer, check_conversations([messages])[0], tools)
+
+    def encode_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> list[int]:
+        """The prompt's token ids (the template writes the special tokens itself), as the `hf` backend does."""
+        return list(self.tokenizer(self.render_prompt(messages, tools), add_special_tokens=False)["input_ids"])
+
+    def generate(self, conversations: Sequence[Sequence[Message]], tools: Sequence[ToolSchema] | None,
+                 params: SamplingParams) -> list[list[Sample]]:
+        convs = check_conversations(conversations)
+        if not convs:
+            return []
+        return self.generate_from_ids([self.encode_prompt(c, tools) for c in convs], params)
+
+    def generate_from_ids(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[list[Sample]]:
+        """Like `generate`, from token-id prompts (the GRPO group: `params.n` samples per prompt)."""
+        prompts = [list(map(int, p)) for p in prompts]
+        too_long = [i for i, p in enumerate(prompts) if len(p) + params.max_new_tokens > self.cfg.max_model_len]
+        if too_long:
+            raise BackendError(f"{self.name}: prompt {too_long[0]} has {len(prompts[too_long[0]])} tokens; with "
+                               f"max_new_tokens={params.max_new_tokens} it exceeds max_model_len={self.cfg.max_model_len}")
+        wire = {"n": params.n, "max_new_tokens": params.max_new_tokens, "temperature": float(params.temperature),
+                "top_p": float(params.top_p), "seed": params.seed, "stop": list(params.stop),
+                "stop_token_ids": self.end_ids}
+        start = time.perf_counter()
+        rows = self.engine.call("generate", prompts=prompts, params=wire)
+        self.last_generate_s = time.perf_counter() - start
+        version = self.policy_version
+        return [[self._sample(c, prompt, params, version) for c in row] for prompt, row in zip(prompts, rows, strict=True)]
+
+    def _sample(self, c: dict[str, Any], prompt: list[int], params: SamplingParams, version: int) -> Sample:
+        ids: list[int] = list(c["token_ids"])
+        logprobs: list[float] = list(c["logprobs"])
+        ends = set(self.end_ids)
+        stop_at = next((k for k, t in enumerate(ids) if t in ends), None)
+        finish: FinishReason = "stop" if stop_at is not None else "length"
+        if stop_at is not None:
+            ids = ids[: stop_at + 1]
+        text = self._decode(ids)
+        if params.stop:
+            text, hit = cut_at_stop(text, params.stop)
+            if hit is not None:
+                ids = ids[: self._tokens_for(ids, hit)]
+                finish = "stop"
+        return Sample(text=text, token_ids=tuple(ids), logprobs=tuple(logprobs[: len(ids)]),
+                      prompt_token_ids=tuple(prompt), finish_reason=finish,
+                      extra={"policy_version": version, "backend": "vllm"})
+
+    def _tokens_for(self, ids: list[int], stop: str) -> int:
+        """The fewest leading tokens whose text contains `stop` (containment grows with the prefix)."""
+        lo, hi = 1, len(ids)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if stop in self._decode(ids[:mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    # -- weight sync -----------------------------------------------------------------------------------
+    def load_weights(self, payload: Any) -> int:
+        """Load a published policy (`version`, `kind` 'lora' | 'full', `state`, `lora`); returns its version.
+
+        Older versions than the loaded one are refused, so a worker never goes back in time. Full weights
+        travel as a file, or as CUDA IPC handles when `weight_transfer='ipc'` (NCCL: `init_nccl` + `receive_nccl`).
+        """
+        version = int(payload.version)
+        if version < self.policy_version:
+            raise BackendError(f"refusing weights version {version}: version {self.policy_version} is already loaded")
+        if payload.kind == "lora":
+            if not self.cfg.enable_lora:
+                raise BackendError(f"{self.name}: a LoRA payload needs an engine started with enable_lora=True")
+            rank = int(payload.lora.get("rank", 0))
+            if rank > self.cfg.max_lora_rank:
+                raise BackendError(f"{self.name}: LoRA rank {rank} exceeds max_lora_rank={self.cfg.max_lora_rank}")
+            from librarian.models.vllm_sync import write_lora_adapter
+
+            folder = write_lora_adapter(self._fresh(f"lora-v{version}"), payload.state, payload.lora, str(self.folder))
+            self.engine.call("load_lora", version=version, path=str(folder))
+        elif payload.kind == "full":
+            if self.cfg.weight_transfer == "ipc":
+                from librarian.models.vllm_sync import cuda_ipc_handles
+
+                self.engine.call("load_full_ipc", version=version, handles=cuda_ipc_handles(payload.state))
+            elif self.cfg.weight_transfer == "nccl":
+                raise BackendError(f"{self.name}: weight_transfer='nccl' loads through init_nccl / receive_nccl, "
+                                   "with the learner broadcasting at the same time")
+            else:
+                from librarian.models.vllm_sync import write_full_weights
+
+                path = write_full_weights(self._fresh(f"full-v{version}") / "model.safetensors", payload.state)
+                self.engine.call("load_full_file", version=version, path=str(path))
+        else:
+            raise BackendError(f"{self.name}: weights kind must be 'lora' or 'full', got {payload.kind!r}")
+        self.policy_version = version
+        return version
+
+    def init_nccl(self, host: str, port: int, world_size: int) -> Any:
+        """Join the learner's NCCL group (call while the learner builds `vllm_sync.NcclWeightSender`)."""
+        return self.engine.call("init_nccl", host=host, port=port, world_size=world_size)
+
+    def receive_nccl(self, version: int, meta: list[list[Any]]) -> int:
+        """Receive full weights the learner broadcasts (`NcclWeightSender.send`, same order as `meta`)."""
+        self.engine.call("load_full_nccl", version=int(version), meta=meta)
+        self.policy_version = int(version)
+        return self.policy_version
+
+    def _fresh(self, name: str) -> Path:
+        folder = self._scratch / f"{name}-{len(self._written)}"
+        self._written.append(folder)
+        for old in self._written[:-KEEP_WEIGHT_VERSIONS]:
+            shutil.rmtree(old, ignore_errors=True)
+        self._written = self._written[-KEEP_WEIGHT_VERSIONS:]
+        return folder
+
+    # -- lifetime --------------------------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        return dict(self.engine.call("info"))
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> VLLMBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _release(engine: Any, scratch: Path | None) -> None:
+    try:
+        engine.close()
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _load_tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"vllm backend: cannot read the tokenizer in {folder}: {exc}") from None
+
+
+def _vllm_importable() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def make_vllm_backend(model: str = "smollm2", **kwargs: Any) -> VLLMBackend:
+    """Registry entry: `model` is 'smollm2', 'tiny' or an HF folder; options as `VLLMBackend`."""
+    return VLLMBackend(model, **kwargs)

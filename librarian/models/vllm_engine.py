@@ -1,0 +1,155 @@
+"""The vLLM engine a rollout worker owns: token-id prompts in, samples with log-probs out, weights swapped live.
+
+This module imports vLLM and therefore runs where vLLM is installed: the
+engine process started from `.venv-vllm` on CPU machines (`vllm_worker`), or
+directly inside a rollout actor whose image has stock vLLM (GPU clusters).
+Nothing in the main environment imports it.
+
+Log-probs are vLLM's `processed_logprobs`: the distribution each token was
+drawn from (after temperature and top-p), the same convention as the `hf`
+backend and the learner. Weight updates never restart the engine: a LoRA
+adapter is registered under a fresh id and used for every later request;
+full weights are loaded through `vllm_extension.WeightSyncExtension`
+inside each vLLM worker (from a file, CUDA IPC handles or an NCCL broadcast),
+then the prefix cache is reset so no KV block computed by older weights is
+reused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from librarian.models.vllm_protocol import EngineConfig
+
+log = logging.getLogger(__name__)
+EXTENSION = "librarian.models.vllm_extension.WeightSyncExtension"
+
+
+class VLLMEngine:
+    """One `vllm.LLM` plus the adapter and policy version it currently serves."""
+
+    def __init__(self, cfg: EngineConfig) -> None:
+        for key, value in cfg.env.items():
+            os.environ[key] = str(value)
+        from vllm import LLM
+
+        self.cfg = cfg
+        kwargs: dict[str, Any] = dict(
+            model=cfg.model, tokenizer=cfg.model, dtype=cfg.dtype, seed=cfg.seed, max_model_len=cfg.max_model_len,
+            enforce_eager=cfg.enforce_eager, logprobs_mode="processed_logprobs", generation_config="vllm",
+            worker_extension_cls=EXTENSION,
+        )
+        if cfg.enable_lora:
+            kwargs.update(enable_lora=True, max_lora_rank=cfg.max_lora_rank, max_loras=1)
+        kwargs.update(cfg.engine_kwargs)
+        start = time.perf_counter()
+        self.llm = LLM(**kwargs)
+        self.start_s = time.perf_counter() - start
+        self.version = -1
+        self.lora: Any = None
+        self._next_lora_id = 1
+
+    def info(self) -> dict[str, Any]:
+        import torch
+        import vllm
+
+        return {"vllm": vllm.__version__, "torch": torch.__version__, "model": self.cfg.model,
+                "start_s": round(self.start_s, 3), "policy_version": self.version,
+                "lora": None if self.lora is None else self.lora.lora_path}
+
+    def generate(self, prompts: list[list[int]], params: dict[str, Any]) -> list[list[dict[str, Any]]]:
+        """For each token-id prompt, `params['n']` samples: token ids, their log-probs, finish reason."""
+        from vllm import SamplingParams, TokensPrompt
+
+        if not prompts:
+            return []
+        if any(not p or not all(isinstance(t, int) for t in p) for p in prompts):
+            raise ValueError("every prompt must be a non-empty list of token ids")
+        greedy = float(params["temperature"]) == 0.0
+        sp = SamplingParams(
+            n=1 if greedy else int(params["n"]), max_tokens=int(params["max_new_tokens"]),
+            temperature=float(params["temperature"]), top_p=float(params.get("top_p", 1.0)), top_k=-1,
+            seed=params.get("seed"), stop=list(params.get("stop") or []) or None,
+            stop_token_ids=list(params.get("stop_token_ids") or []), include_stop_str_in_output=True,
+            logprobs=0, skip_special_tokens=True,
+        )
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sp, use_tqdm=False,
+                                 lora_request=self.lora)
+        results: list[list[dict[str, Any]]] = []
+        for out in outs:
+            row = [_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)]
+            if greedy:
+                row = row * int(params["n"])
+            results.append(row)
+        return results
+
+    def load_lora(self, version: int, path: str) -> dict[str, Any]:
+        """Serve the adapter in folder `path` (peft format) from now on, as policy `version`."""
+        from vllm.lora.request import LoRARequest
+
+        if not self.cfg.enable_lora:
+            raise ValueError("this engine was started without LoRA (enable_lora=False)")
+        self._check_version(version)
+        request = LoRARequest(lora_name=f"policy-v{version}-{self._next_lora_id}", lora_int_id=self._next_lora_id,
+                              lora_path=path)
+        self._next_lora_id += 1
+        if not self.llm.llm_engine.add_lora(request):
+            raise RuntimeError(f"vLLM refused the LoRA adapter in {path}")
+        if self.lora is not None:
+            self.llm.llm_engine.remove_lora(self.lora.lora_int_id)
+        self.lora = request
+        self.version = version
+        return {"policy_version": version, "lora_id": request.lora_int_id}
+
+    def load_full_file(self, version: int, path: str) -> dict[str, Any]:
+        """Load full weights from a safetensors file (HF parameter names) into every worker."""
+        self._check_version(version)
+        counts = self.llm.collective_rpc("librarian_load_file", args=(path,))
+        return self._loaded_full(version, counts)
+
+    def load_full_ipc(self, version: int, handles: str) -> dict[str, Any]:
+        """Load full weights from CUDA IPC handles (a trainer on the same node; `vllm_sync.cuda_ipc_handles`)."""
+        self._check_version(version)
+        counts = self.llm.collective_rpc("librarian_load_ipc", args=(handles,))
+        return self._loaded_full(version, counts)
+
+    def init_nccl(self, host: str, port: int, world_size: int) -> dict[str, Any]:
+        """Join the trainer's NCCL group (trainer rank 0, vLLM worker k rank 1 + k); the trainer joins concurrently."""
+        ranks = self.llm.collective_rpc("librarian_init_nccl", args=(host, int(port), int(world_size)))
+        return {"ranks": ranks}
+
+    def load_full_nccl(self, version: int, meta: list[list[Any]]) -> dict[str, Any]:
+        """Receive full weights broadcast by the trainer, in the order of `meta` ([name, dtype, shape] rows)."""
+        self._check_version(version)
+        counts = self.llm.collective_rpc("librarian_load_nccl", args=(meta,))
+        return self._loaded_full(version, counts)
+
+    def _loaded_full(self, version: int, counts: list[Any]) -> dict[str, Any]:
+        self.llm.reset_prefix_cache()
+        if self.lora is not None:  # full weights replace the policy; an adapter on top would be stale
+            self.llm.llm_engine.remove_lora(self.lora.lora_int_id)
+            self.lora = None
+        self.version = version
+        return {"policy_version": version, "tensors": counts}
+
+    def _check_version(self, version: int) -> None:
+        if not isinstance(version, int) or version < self.version:
+            raise ValueError(f"refusing weights version {version!r}: version {self.version} is already loaded")
+
+    def close(self) -> None:
+        shutdown = getattr(self.llm.llm_engine, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
+
+def _completion(c: Any) -> dict[str, Any]:
+    ids = [int(t) for t in c.token_ids]
+    if c.logprobs is None or len(c.logprobs) < len(ids):
+        raise RuntimeError(f"vLLM returned {0 if c.logprobs is None else len(c.logprobs)} log-prob entries "
+                           f"for {len(ids)} tokens")
+    logprobs = [float(c.logprobs[i][t].logprob) for i, t in enumerate(ids)]
+    return {"token_ids": ids, "logprobs": logprobs, "finish_reason": str(c.finish_reason),
+            "stop_reason": c.stop_reason if isinstance(c.stop_reason, str | int | None) else str(c.stop_reason)}

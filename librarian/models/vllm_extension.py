@@ -1,0 +1,74 @@
+"""Methods added to every vLLM worker (`worker_extension_cls`): full-weight loading for weight sync.
+
+vLLM mixes this class into its worker class, so `self` is the worker
+(`self.model_runner`, `self.device`); `VLLMEngine` reaches these methods with
+`LLM.collective_rpc(name, args)`. Three transports, one result (the model's
+in-place `reload_weights` with HF parameter names, which re-runs the weight
+processing the kernels need and shards for tensor parallelism): a safetensors file (any device, the CPU path), CUDA IPC handles
+(a trainer on the same node) and an NCCL broadcast from trainer rank 0. The
+IPC and NCCL paths use only torch on both sides, so the trainer environment
+needs no vLLM; they are untested on hardware here (docs/vllm.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WeightSyncExtension:
+    """Weight-sync entry points; names carry a `librarian_` prefix so they never shadow vLLM's own."""
+
+    model_runner: Any
+    device: Any
+
+    def _librarian_load(self, weights: list[tuple[str, Any]]) -> int:
+        reload = getattr(self, "reload_weights", None)
+        if callable(reload):  # vLLM's in-place reload: re-runs the kernel-format processing (CPU weight packing)
+            reload(weights_iterator=iter(weights), is_checkpoint_format=True)
+        else:
+            self.model_runner.get_model().load_weights(weights=iter(weights))
+        return len(weights)
+
+    def librarian_load_file(self, path: str) -> int:
+        from safetensors.torch import load_file
+
+        state = load_file(path, device=str(self.device))
+        return self._librarian_load(list(state.items()))
+
+    def librarian_load_ipc(self, packed: str) -> int:
+        import torch
+
+        from librarian.models.vllm_protocol import unpack
+
+        handles: dict[str, tuple[Any, tuple[Any, ...]]] = unpack(packed)
+        weights = []
+        for name, (rebuild, args) in handles.items():
+            args = list(args)
+            args[6] = self.device.index  # the storage's device: this worker's GPU (torch's CUDA rebuild layout)
+            weights.append((name, rebuild(*args)))
+        count = self._librarian_load(weights)
+        torch.cuda.synchronize(self.device)
+        return count
+
+    def librarian_init_nccl(self, host: str, port: int, world_size: int) -> int:
+        import torch.distributed as dist
+        from vllm.distributed.parallel_state import get_world_group
+
+        rank = 1 + get_world_group().rank_in_group
+        store = dist.TCPStore(host, port, world_size, is_master=False)
+        self._librarian_group = dist.ProcessGroupNCCL(dist.PrefixStore("librarian-weights", store), rank,
+                                                      world_size)
+        return rank
+
+    def librarian_load_nccl(self, meta: list[list[Any]]) -> int:
+        import torch
+
+        group = getattr(self, "_librarian_group", None)
+        if group is None:
+            raise RuntimeError("NCCL weight sync was not initialised: call init_nccl first")
+        weights = []
+        for name, dtype, shape in meta:
+            tensor = torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=self.device)
+            group.broadcast(tensor, 0).wait()
+            weights.append((name, tensor))
+        return self._librarian_load(weights)

@@ -1,0 +1,119 @@
+"""The trainer's side of weight sync to a vLLM engine: adapter folders, weight files, CUDA IPC, NCCL.
+
+Runs in the main environment (torch + safetensors, no vLLM). A published
+policy (the learner's `WeightsPayload`: `version`, `kind` 'lora' | 'full',
+`state`, `lora`) becomes:
+- 'lora': a peft-format adapter folder (`adapter_config.json` +
+  `adapter_model.safetensors`) that vLLM registers as a new LoRA;
+- 'full' on CPU: one safetensors file of HF-named tensors;
+- 'full' on GPUs: CUDA IPC handles (same node) or an NCCL broadcast from
+  trainer rank 0 (`NcclWeightSender`), matched by `vllm_extension`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from librarian.models.base import BackendError
+from librarian.models.vllm_protocol import pack
+
+LORA_FIELDS = ("rank", "alpha", "target_modules")
+
+
+def _tensors(state: Mapping[str, Any]) -> dict[str, Any]:
+    """Contiguous CPU copies with no shared storage (safetensors refuses tied tensors)."""
+    import torch
+
+    out = {}
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            raise BackendError(f"weights: {name!r} is a {type(value).__name__}, not a tensor")
+        out[name] = value.detach().to("cpu").contiguous().clone()
+    return out
+
+
+def write_lora_adapter(folder: str | Path, state: Mapping[str, Any], lora: Mapping[str, Any],
+                       base_model: str = "") -> Path:
+    """A peft-format adapter folder from adapter weights (peft state-dict names) and the LoRA config.
+
+    `lora` holds `rank`, `alpha`, `target_modules` (and optionally `dropout`), as in the learner's
+    `LoraConfig`. Written to a temporary folder first, then renamed.
+    """
+    from safetensors.torch import save_file
+
+    missing = [k for k in LORA_FIELDS if k not in lora]
+    if missing:
+        raise BackendError(f"LoRA payload lacks {missing}; it has {sorted(lora)}")
+    if not state or not all(".lora_A." in k or ".lora_B." in k for k in state):
+        bad = [k for k in state if ".lora_A." not in k and ".lora_B." not in k][:3]
+        raise BackendError(f"LoRA payload must hold only lora_A / lora_B weights, found {bad or 'nothing'}")
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    config = {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "r": int(lora["rank"]), "lora_alpha": lora["alpha"],
+        "lora_dropout": float(lora.get("dropout", 0.0)), "target_modules": list(lora["target_modules"]),
+        "bias": "none", "modules_to_save": None, "use_rslora": False, "use_dora": False,
+        "fan_in_fan_out": False, "inference_mode": True, "base_model_name_or_path": base_model,
+    }
+    (tmp / "adapter_config.json").write_text(json.dumps(config, indent=1))
+    save_file(_tensors(state), str(tmp / "adapter_model.safetensors"))
+    if folder.exists():
+        raise BackendError(f"adapter folder {folder} already exists")
+    os.replace(tmp, folder)
+    return folder
+
+
+def write_full_weights(path: str | Path, state: Mapping[str, Any]) -> Path:
+    """One safetensors file of full weights (HF parameter names), written atomically."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(_tensors(state), str(tmp))
+    os.replace(tmp, path)
+    return path
+
+
+def cuda_ipc_handles(state: Mapping[str, Any]) -> str:
+    """CUDA IPC handles for `state`'s tensors (which must live on a GPU and stay alive until loaded)."""
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    handles = {}
+    for name, tensor in state.items():
+        if not getattr(tensor, "is_cuda", False):
+            raise BackendError(f"CUDA IPC weight sync needs GPU tensors; {name!r} is on {tensor.device}")
+        handles[name] = reduce_tensor(tensor.detach().contiguous())
+    return pack(handles)
+
+
+def weights_meta(state: Mapping[str, Any]) -> list[list[Any]]:
+    """[name, dtype, shape] rows in broadcast order (what the engine allocates before receiving)."""
+    return [[name, str(t.dtype).removeprefix("torch."), list(t.shape)] for name, t in state.items()]
+
+
+class NcclWeightSender:
+    """Trainer rank 0 of an NCCL group with the vLLM workers (ranks 1..); broadcasts full weights.
+
+    Start it while the engine runs `init_nccl(host, port, world_size)`: both block until all have joined.
+    """
+
+    def __init__(self, host: str, port: int, world_size: int, device: Any = None) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.device = torch.device(device or "cuda")
+        store = dist.TCPStore(host, port, world_size, is_master=True)
+        self.group = dist.ProcessGroupNCCL(dist.PrefixStore("librarian-weights", store), 0, world_size)
+
+    def send(self, state: Mapping[str, Any]) -> int:
+        """Broadcast every tensor of `state` in order (the engine receives them with `weights_meta(state)`)."""
+        for tensor in state.values():
+            self.group.broadcast(tensor.detach().to(self.device).contiguous(), 0).wait()
+        return len(state)
