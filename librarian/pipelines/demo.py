@@ -1,8 +1,9 @@
 """`librarian demo`: the system at toy scale on one CPU machine, on embedded defaults.
 
 Reads top to bottom: generate a KBGym universe -> a flat store of atomic
-facts -> a hybrid search index that follows the store's trace -> scripted
-curation that builds index documents for the keys training questions name
+facts -> a hybrid search index that follows the store's trace -> the scripted
+KBGym curator (through the episode loop and the curator's tools) building
+index documents for the keys training questions name
 -> the tree, structure statistics and a growth plot -> the snapshot, trace
 and index on disk -> replay from disk, checked identical to the live store.
 Writes `results.json` (figures + resolved config) and `store_growth.png`.
@@ -19,7 +20,6 @@ from pathlib import Path
 from tqdm import tqdm
 
 from librarian.config import ConfigError, load_config, to_plain
-from librarian.pipelines.demo_curation import KeyIndexer, key_label
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
 
@@ -34,8 +34,8 @@ class DemoConfig:
     people: int = 200
     seed: int = 1
     curate_questions: int = 40  # train questions whose keys the scripted curator indexes
+    curator_budget: int = 30  # actions per curation pass (paper 001's N2)
     search: SearchConfig = field(default_factory=SearchConfig)
-    max_search_pages: int = 8  # pages (5 hits each) the curator may read per key
     show_tree_lines: int = 25
 
 
@@ -43,6 +43,9 @@ def run(cfg: DemoConfig) -> dict:
     """Run the demo; returns the figures also written to `results.json`."""
     from librarian.datasets import to_documents
     from librarian.datasets.kbgym.build import build_kbgym
+    from librarian.models import make_backend
+    from librarian.roles import ToolContext, ToolEnv, kbgym_curator, run_episode
+    from librarian.roles.kbgym_passes import curation_task
     from librarian.workspace import Workspace, codec, read_trace, replay, views, write_trace
     from librarian.workspace.growth import store_growth
     from librarian.workspace.invariants import invariant_violations
@@ -65,19 +68,21 @@ def run(cfg: DemoConfig) -> dict:
     sync.end_iteration()
 
     log.info("3/6 scripted curation: index documents for the keys of %d training questions", len(train))
-    indexer = KeyIndexer(ws, index, max_pages=cfg.max_search_pages)
+    curator, role = make_backend("scripted", policy="kbgym_curator"), kbgym_curator(budget=cfg.curator_budget)
+    ctx = ToolContext(ws, index, sync)
+    passes = []
     for question in tqdm(train, desc="curating", unit="question"):
-        for key in question.keys:
-            indexer.index_key(key)
+        passes.append(run_episode(ToolEnv(role, ctx, curation_task(question.question)), curator, role))
         sync.end_iteration()
+    built = [n.id for n in ws if n.kind == "synthetic"]
 
     stats = structure_stats(ws)
     problems = invariant_violations(*ws.state())
     print(views.ls(ws, "").text)
-    tree = views.tree(ws, "indexes", max_depth=2).text.splitlines()
+    tree = views.tree(ws, "", max_depth=1).text.splitlines()
     print("\n".join(tree[: cfg.show_tree_lines] + ([f"  ... ({len(tree) - cfg.show_tree_lines} more lines)"]
                                                   if len(tree) > cfg.show_tree_lines else [])))
-    example = indexer.built[0] if indexer.built else None
+    example = built[0] if built else None
     if example is not None:
         print("\n" + views.read(ws, example, mode="kbgym").text[:600])
 
@@ -98,14 +103,14 @@ def run(cfg: DemoConfig) -> dict:
     log.info("6/6 plotting the store's growth along the trace")
     plot_store_growth(store_growth(initial, ws.trace), out / "store_growth.png")
 
-    example_query = key_label(train[0].keys[0]) if train and train[0].keys else "job"
+    example_query = ws.get(example).text if example is not None else "job"
     hits = index.search(example_query, k=5, mode="hybrid" if cfg.search.embedder != "none" else "bm25")
     results = {
         "docs": len(docs),
         "questions_curated": len(train),
         "ops_applied": ws.version,
-        "index_documents": len(indexer.built),
-        "keys_skipped": indexer.skipped,
+        "index_documents": len(built),
+        "curator_actions": sum(t.actions for t in passes),
         "links": stats.total_links,
         "coverage_one_hop": stats.coverage_one_hop,
         "coverage_two_hop": stats.coverage_two_hop,
@@ -119,7 +124,7 @@ def run(cfg: DemoConfig) -> dict:
         "config": to_plain(cfg),
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"\n{len(docs)} facts, {ws.version} curation ops, {len(indexer.built)} index documents, "
+    print(f"\n{len(docs)} facts, {ws.version} curation ops, {len(built)} index documents, "
           f"{stats.total_links} links; coverage {stats.coverage_one_hop:.1%} one hop, {stats.coverage_two_hop:.1%} two hops")
     print(f"hybrid search for {example_query!r}: {', '.join(h.path for h in hits[:3])}")
     print(f"replay of {ws.version} ops from disk: identical={identical} in {replay_s:.2f} s; invariants broken: {len(problems)}")

@@ -1,11 +1,13 @@
-"""`librarian demo` end to end at small scale, and its scripted key indexer."""
+"""`librarian demo` end to end at small scale, and the scripted curator it runs."""
 
 from __future__ import annotations
 
 import json
 
 from librarian.cli import main
-from librarian.pipelines.demo_curation import KeyIndexer, key_label
+from librarian.models import make_backend
+from librarian.roles import ToolContext, ToolEnv, kbgym_curator, run_episode
+from librarian.roles.kbgym_passes import curation_task
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
 from librarian.workspace import Document, Workspace
@@ -31,21 +33,27 @@ def test_demo_rejects_a_config_typo(capsys) -> None:
     assert "did you mean 'people'" in capsys.readouterr().out
 
 
-def test_key_indexer_links_only_facts_that_state_the_key() -> None:
+def test_demo_curator_links_only_facts_that_state_the_key() -> None:
     facts = ["Ada Moss lives in Port Avel.", "Ben Ray lives in Port Avel.", "Ada Moss's hobby is chess.",
              "Cy Lu lives in Dunmore.", "Port Avel is rainy."]
     ws = Workspace.from_documents([Document(f"f{i}", t) for i, t in enumerate(facts)], raw_policy="editable")
     index = make_index(SearchConfig(embedder="none"))
-    IndexSync(index, ws).sync()
-    indexer = KeyIndexer(ws, index)
-    node_id = indexer.index_key("city:Port Avel")
-    node = ws.get(node_id)
-    assert node.text == "Residents of Port Avel" and node.path == "indexes/city/port-avel"
-    assert set(node.links) == {"f0", "f1", "f4"}
-    assert indexer.index_key("city:Port Avel") is None  # at most one index per key
-    assert indexer.index_key("relation:mother") is None  # not an indexable key kind
-    assert indexer.index_key("city:Atlantis") is None and indexer.skipped == 1
-    assert key_label("hobby:chess") == "chess"
+    sync = IndexSync(index, ws)
+    sync.sync()
+    curator, role, ctx = make_backend("scripted", policy="kbgym_curator"), kbgym_curator(), ToolContext(ws, index, sync)
+
+    def curate(question: str):
+        return run_episode(ToolEnv(role, ctx, curation_task(question)), curator, role)
+
+    traj = curate("How many people live in Port Avel?")
+    built = [n for n in ws if n.kind == "synthetic"]
+    assert traj.end == "done" and len(built) == 1
+    assert built[0].text == "Residents of Port Avel" and set(built[0].links) == {"f0", "f1"}  # not "is rainy"
+    again = curate("How many people live in Port Avel?")  # complete already: search, read, done; no edit
+    assert [n.id for n in ws if n.kind == "synthetic"] == [built[0].id] and not any(
+        t.workspace_changed for t in again.turns)
+    curate("How many people live in Atlantis?")  # nothing in the store under that key: no empty index
+    assert len([n for n in ws if n.kind == "synthetic"]) == 1
 
 
 def test_store_growth_follows_the_trace() -> None:

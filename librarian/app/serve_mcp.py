@@ -1,0 +1,57 @@
+"""The MCP server: the workspace tools (ls, read, open, search; apply in write mode) over stdio or streamable HTTP.
+
+Built on the official `mcp` SDK's low-level `Server`, so each tool's input
+schema is exactly the one in `service.TOOL_SCHEMAS`. Tool errors come back as
+results with `is_error` set and a readable message, never as crashes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server
+
+from librarian.app.service import APPLY_SCHEMA, TOOL_SCHEMAS, ServiceError, WorkspaceService
+
+
+def tool_list(service: WorkspaceService) -> list[types.Tool]:
+    """The MCP tool records the service offers."""
+    specs = {**TOOL_SCHEMAS, **({"apply": APPLY_SCHEMA} if service.write else {})}
+    return [types.Tool(name=name, description=spec["description"], input_schema=spec["schema"],
+                       annotations=types.ToolAnnotations(read_only_hint=name != "apply", open_world_hint=False))
+            for name, spec in specs.items()]
+
+
+def make_server(service: WorkspaceService, name: str = "librarian-workspace") -> Server:
+    """An MCP server over `service`."""
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_list(service))
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            out = service.call(params.name, dict(params.arguments or {}))
+        except ServiceError as exc:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=f"error: {exc}")], is_error=True)
+        extra = {k: v for k, v in out.items() if k != "text"}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=out["text"])],
+                                    structured_content=json.loads(json.dumps(extra)) if extra else None)
+
+    return Server(name, version="1", instructions="A librarian workspace: browse with ls/open, read files, search.",
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def run_stdio(service: WorkspaceService) -> None:
+    """Serve over this process's stdin/stdout until the client disconnects."""
+    from mcp.server.stdio import stdio_server
+
+    server = make_server(service)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def http_app(service: WorkspaceService, host: str = "127.0.0.1") -> Any:
+    """A Starlette app serving MCP over streamable HTTP at `/mcp`."""
+    return make_server(service).streamable_http_app(host=host)

@@ -1,0 +1,92 @@
+"""A built workspace on disk: the folder `librarian build` writes, and how commands open it.
+
+Layout of a build folder: `initial.parquet` (the raw store), `snapshot.parquet`
+(the built workspace), `trace.parquet` (every op), `index/` (the embedded
+search index), `export/` (a folder tree a person can walk), `workspace.json`
+(what the other commands need to reopen it) and `results.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from librarian.workspace import SnapshotView, Workspace, codec
+from librarian.workspace.errors import WorkspaceError
+
+MANIFEST = "workspace.json"
+SNAPSHOT = "snapshot.parquet"
+INITIAL = "initial.parquet"
+TRACE = "trace.parquet"
+INDEX = "index"
+EXPORT = "export"
+
+
+@dataclass
+class OpenedWorkspace:
+    """A workspace opened for reading (a `SnapshotView`) or writing (a live `Workspace`), with its index."""
+
+    source: Any  # SnapshotView | Workspace: a NodeSource
+    snapshot_path: Path
+    folder: Path | None = None
+    index: Any = None  # SearchIndex | None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def writable(self) -> bool:
+        return isinstance(self.source, Workspace)
+
+
+def snapshot_path(target: str | Path) -> Path:
+    """The snapshot file of a build folder, or `target` itself when it is a Parquet file."""
+    path = Path(target)
+    if path.is_dir():
+        snap = path / SNAPSHOT
+        if not snap.is_file():
+            raise WorkspaceError(f"{path} has no {SNAPSHOT}; pass a folder written by `librarian build` "
+                                 "or a snapshot .parquet file")
+        return snap
+    if path.is_file():
+        return path
+    raise WorkspaceError(f"{str(target)!r}: no such workspace folder or snapshot file")
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    path = folder / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise WorkspaceError(f"{path} is not JSON ({exc.msg})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def open_workspace(target: str | Path, writable: bool = False, with_index: bool = True,
+                   embedder: str | None = None) -> OpenedWorkspace:
+    """Open a build folder or snapshot file; load the saved index beside it when there is one.
+
+    `embedder` overrides the one the build recorded ('none' serves BM25 only,
+    which needs no model).
+    """
+    snap = snapshot_path(target)
+    folder = snap.parent if Path(target).is_dir() or (snap.parent / MANIFEST).is_file() else None
+    manifest = read_manifest(folder) if folder is not None else {}
+    if writable:
+        source: Any = Workspace.from_state(*codec.read_parquet(snap))
+    else:
+        source = SnapshotView.from_parquet(snap)
+    index = None
+    index_dir = snap.parent / manifest.get("index", INDEX)
+    if with_index and (index_dir / "manifest.json").is_file():
+        from librarian.search.embedded import EmbeddedIndex
+        from librarian.search.embedders import make_embedder
+
+        name = embedder if embedder is not None else manifest.get("search", {}).get("embedder", "none")
+        dim = manifest.get("search", {}).get("hashing_dim", 64)
+        index = EmbeddedIndex.load(index_dir, make_embedder(name, dim))
+        if name not in (None, "none"):
+            index.refresh(embed=True)
+    return OpenedWorkspace(source, snap, folder, index, manifest)

@@ -1,0 +1,290 @@
+"""The scripted KBGym reader: plans search / read steps from the question's wording alone.
+
+Each turn it rebuilds what it knows from its own visible transcript (the
+facts in search snippets and reads, which queries and pages it already ran,
+which index documents it read) and evaluates the question's plan
+(`scripted_kbgym.parse_question`) against that knowledge. Evaluation either
+yields the answer or names the first missing piece (a `Need`), whose next
+action is chosen by fixed rules:
+
+- a value (someone's job, mother...) is found when a snippet states it; a set
+  (residents of a city, someone's friends) is complete when a result page
+  drifts to documents that do not state a member (ranked search puts the
+  members first), or when a read index document's links show members;
+- an index document (a hit that is not a fact sentence and names the key) is
+  read when the page did not settle the need: one read returns every linked
+  fact, which is what a curated store makes cheaper;
+- with one action left it answers with what it has.
+
+It never sees a gold answer or the universe: only the conversation.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from librarian.models.base import Message, ToolSchema
+from librarian.models.scripted import task_question, tool_call_text
+from librarian.models.scripted_kbgym import (
+    SET_RELATIONS,
+    Event,
+    Expr,
+    Fact,
+    budget_from_prompt,
+    parse_fact,
+    parse_question,
+    transcript,
+)
+
+UNKNOWN = "unknown"
+MAX_SET_PAGES = 9  # 40 members at most per key, five a page
+MAX_VALUE_PAGES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """A missing piece: a value of `anchor` (kind 'value'), or a set ('group', 'members')."""
+
+    kind: str  # value | group | members
+    anchor: str  # the person's name, or the attribute value
+    rel: str  # the relation or attribute
+    max_pages: int = MAX_SET_PAGES
+
+    @property
+    def query(self) -> str:
+        if self.kind == "group":  # the key itself: its facts, and an index naming it, rank first
+            return f"born on {self.anchor}" if self.rel == "birthdate" else self.anchor
+        if self.rel == "city":
+            return f"{self.anchor} lives in"
+        if self.rel == "birthdate":
+            return f"{self.anchor} was born on"
+        return f"{self.anchor}'s {self.rel}"
+
+    def matches(self, f: Fact) -> bool:
+        """True when the fact states (part of) what this need asks for."""
+        if self.kind == "group":
+            return f.rel == self.rel and f.obj.lower() == self.anchor.lower()
+        if self.kind == "value":
+            return f.subj == self.anchor and f.rel == self.rel
+        return self.member(f) is not None
+
+    def member(self, f: Fact) -> str | None:
+        """The member a fact shows for a set need (None if it shows none)."""
+        if self.kind == "group":
+            return f.subj if self.matches(f) else None
+        if self.kind != "members":
+            return None
+        if f.subj == self.anchor and f.rel == self.rel:
+            return f.obj
+        if f.obj == self.anchor and self.rel in ("friend", "sibling") and f.rel == self.rel:
+            return f.subj  # symmetric relations
+        if f.obj == self.anchor and self.rel == "child" and f.rel in ("mother", "father"):
+            return f.subj
+        return None
+
+    def names_index(self, text: str) -> bool:
+        """True when a non-fact document's text names this need's key (so it may index it)."""
+        return self.anchor.lower() in text.lower()
+
+
+class Pending(Exception):  # noqa: N818 - control flow, not an error
+    """Evaluation stopped at a need the transcript does not settle yet."""
+
+    def __init__(self, need: Need) -> None:
+        super().__init__(need.query)
+        self.need = need
+
+
+class Knowledge:
+    """What the transcript shows: facts, pages per query, index documents seen and read."""
+
+    def __init__(self, events: Sequence[Event], final: bool = False) -> None:
+        self.final = final  # no more actions: unsettled needs count as exhausted
+        self.facts: set[Fact] = set()
+        self.pages: dict[str, list[Event]] = defaultdict(list)
+        self.index_hits: dict[str, str] = {}  # id -> text of non-fact hits
+        self.reads: dict[str, Event] = {}
+        for e in events:
+            if e.error:
+                continue
+            if e.name == "search" and e.query is not None:
+                self.pages[e.query].append(e)
+                for h in e.hits:
+                    f = h.fact
+                    if f is None:
+                        if h.kind != "raw":  # an authored document (an index); raw notes are not
+                            self.index_hits.setdefault(h.id, h.text)
+                    else:
+                        self.facts.add(f)
+            elif e.name == "read" and e.read_id is not None:
+                self.reads[e.read_id] = e
+                for doc in (e.read_text, *(x.text for x in e.linked)):
+                    for line in doc.splitlines():
+                        f = parse_fact(line)
+                        if f is not None:
+                            self.facts.add(f)
+
+    # ----- need status
+    def _read_index_settles(self, need: Need) -> bool:
+        for e in self.reads.values():
+            if parse_fact(e.read_text) is None and need.names_index(e.read_text):
+                if any((f := parse_fact(x.text)) is not None and need.matches(f) for x in e.linked):
+                    return True
+        return False
+
+    def unread_index(self, need: Need) -> str | None:
+        """An index document seen in this need's results that names its key and was not read yet."""
+        for e in self.pages.get(need.query, ()):
+            for h in e.hits:
+                if h.id in self.index_hits and h.id not in self.reads and need.names_index(h.text):
+                    return h.id
+        return None
+
+    def exhausted(self, need: Need) -> bool:
+        """True when the need's search has nothing more to give (or no actions are left)."""
+        if self.final or self._read_index_settles(need):
+            return True
+        pages = self.pages.get(need.query, [])
+        if not pages:
+            return False
+        last = max(pages, key=lambda e: e.page)
+        if not last.has_more or len(pages) >= need.max_pages:
+            return True
+        return self._drifted(need, last, pages)
+
+    def _drifted(self, need: Need, last: Event, pages: list[Event]) -> bool:
+        """Ranked search puts what the need asks for first; this says when the results moved past it."""
+        if need.kind == "value":  # a page showing other facts: the one asked for would have ranked above them
+            return any(h.fact is not None and not need.matches(h.fact) for h in last.hits)
+        if need.kind == "group":  # the key's value appears only in its members' facts
+            return any(h.fact is not None and not need.names_index(h.text) for h in last.hits)
+        # a relation's facts tie with the person's other facts: stop once a page shows no new member
+        # and has moved on to documents that do not name the person at all
+        before = {m for e in pages if e.page < last.page for h in e.hits if h.fact and (m := need.member(h.fact))}
+        new = any(h.fact and (m := need.member(h.fact)) and m not in before for h in last.hits)
+        return not new and any(not need.names_index(h.text) for h in last.hits)
+
+    # ----- evaluation
+    def value(self, person: str, rel: str) -> str | None:
+        need = Need("value", person, rel, MAX_VALUE_PAGES)
+        found = sorted(f.obj for f in self.facts if need.matches(f))
+        if found:
+            return found[0]
+        if self.exhausted(need):
+            return None
+        raise Pending(need)
+
+    def members(self, need: Need) -> set[str]:
+        got = {m for f in self.facts if (m := need.member(f)) is not None}
+        if self.exhausted(need):
+            return got
+        raise Pending(need)
+
+    def eval_set(self, expr: Expr) -> set[str]:
+        kind = expr[0]
+        if kind == "group":
+            return self.members(Need("group", expr[2], expr[1]))
+        if kind == "members":
+            person = self.eval_person(expr[1])
+            return set() if person is None else self.members(Need("members", person, expr[2]))
+        if kind == "members_of":
+            out: set[str] = set()
+            for p in sorted(self.eval_set(expr[1])):
+                out |= self.members(Need("members", p, expr[2]))
+            return out
+        if kind == "and":
+            return self.eval_set(expr[1]) & self.eval_set(expr[2])
+        if kind == "filter":
+            return self.filter(self.eval_set(expr[1]), expr[2], expr[3])
+        raise ValueError(f"not a set expression: {expr!r}")
+
+    def filter(self, people: set[str], attr: str, value: str) -> set[str]:
+        """Members whose attr is value: one probe of the key's search (an index settles it), then lookups."""
+        if not people:
+            return set()
+        probe = Need("group", value, attr, max_pages=1)
+        try:
+            group = self.members(probe)
+        except Pending:
+            if not self.final:
+                raise
+            group = set()
+        if self._read_index_settles(probe):
+            return people & group
+        out = set()
+        for p in sorted(people):
+            if p in group or self.value(p, attr) == value:
+                out.add(p)
+        return out
+
+    def eval_person(self, expr: Expr) -> str | None:
+        if expr[0] == "person":
+            return expr[1]
+        if expr[0] == "rel":
+            base = self.eval_person(expr[1])
+            return None if base is None else self.value(base, expr[2])
+        raise ValueError(f"not a person expression: {expr!r}")
+
+    def eval_value(self, expr: Expr) -> str | None:
+        if expr[0] == "attr":
+            person = self.eval_person(expr[1])
+            return None if person is None else self.value(person, expr[2])
+        return self.eval_person(expr)
+
+
+def _superlative(k: Knowledge, people: set[str], oldest: bool) -> str | None:
+    dated = []
+    for p in sorted(people):
+        d = k.value(p, "birthdate")
+        if d is not None:
+            dated.append((d, p))
+    if not dated:
+        return None
+    return (min(dated) if oldest else max(dated))[1]
+
+
+def answer_for(question: str, k: Knowledge) -> str:
+    """The answer the knowledge supports, or raise `Pending` with the next need."""
+    plan = parse_question(question)
+    if plan is None:
+        return UNKNOWN
+    if plan.op in ("value", "name"):
+        return k.eval_value(plan.expr) or UNKNOWN
+    people = k.eval_set(plan.expr)
+    if plan.op == "count":
+        return str(len(people))
+    if plan.op in ("oldest", "youngest"):
+        return _superlative(k, people, plan.op == "oldest") or UNKNOWN
+    return ", ".join(sorted(people)) if people else UNKNOWN
+
+
+def next_action(need: Need, k: Knowledge) -> str:
+    """Read an unread index that names the key, else fetch the next page of the need's search."""
+    index_id = k.unread_index(need)
+    if index_id is not None:
+        return tool_call_text("read", id=index_id)
+    pages = [e.page for e in k.pages.get(need.query, [])]
+    return tool_call_text("search", query=need.query, page=max(pages, default=0) + 1)
+
+
+class KBGymReader:
+    """The scripted reader as a policy `(messages, tools) -> assistant message`."""
+
+    __name__ = "kbgym_reader"
+
+    def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
+        question = task_question(messages)
+        events = transcript(messages)
+        budget = budget_from_prompt(messages)
+        used = sum(1 for m in messages if m["role"] == "assistant")
+        final = budget is not None and used >= budget - 1
+        k = Knowledge(events, final=final)
+        try:
+            return tool_call_text("answer", text=answer_for(question, k))
+        except Pending as pending:
+            return next_action(pending.need, k)
+
+
+__all__ = ["SET_RELATIONS", "KBGymReader", "Knowledge", "Need", "Pending", "answer_for"]

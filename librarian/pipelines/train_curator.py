@@ -1,0 +1,298 @@
+"""`librarian train_curator`: KBGym supervised curation end to end (paper 001 §V).
+
+Reads top to bottom:
+1. generate a KBGym universe -> the flat store (atomic facts, no links) and
+   a search index that follows the store's trace;
+2. examine the flat store (B1, "epoch 0"): an independent reader with budget
+   M on every exam split, on a frozen snapshot;
+3. train: for each epoch, for each train question, a forward pass with the
+   reader's tools (budget N1, single-shot answer), the gold and F1 revealed,
+   then a backward pass with the curator's tools (budget N2) under the
+   uniform instruction; the index embeds the iteration's edits; after each
+   epoch the eval split is examined (the per-epoch curve);
+4. examine the trained store on the same splits ("trained" = the train
+   questions themselves) and compare with the flat store: F1, mean steps,
+   rho with a bootstrap CI, budget exhaustion, coverage;
+5. write results.json, results.md, learning_curve.png, the snapshots, the
+   trace (every op) and every trajectory (every action) to `out_dir`.
+
+Any backend drives either role (`reader`, `curator`, `exam_reader` configs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from librarian.config import ConfigError, load_config, to_plain
+from librarian.search.factory import SearchConfig
+
+log = logging.getLogger("librarian.train_curator")
+EXAM_SPLITS = ("trained", "test_in", "test_out", "eval")
+
+
+@dataclass
+class PolicyConfig:
+    """A policy: a backend by name with its options, and sampling. backend 'reader' reuses the reader's."""
+
+    backend: str = "scripted"  # scripted | hf | openai | vllm | reader
+    options: dict = field(default_factory=dict)  # e.g. {policy: kbgym_reader} or {model: smollm2}
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+
+
+@dataclass
+class TrainCuratorConfig:
+    """What `librarian train_curator` runs; override any field as key=value."""
+
+    out_dir: str = "build/train_curator"
+    people: int = 200
+    seed: int = 1
+    train_questions: int = 150  # n of the train split, classes in turn (-1: all)
+    test_in_questions: int = -1
+    test_out_questions: int = -1
+    eval_questions: int = -1  # 0: no per-epoch eval exam
+    exams: list = field(default_factory=lambda: list(EXAM_SPLITS))
+    epochs: int = 2
+    forward_budget: int = 15  # N1
+    backward_budget: int = 30  # N2
+    exam_budget: int = 15  # M
+    reader_memory: int = 30  # K: last k action-result pairs the reader sees
+    curator_memory: int = -1  # -1: full history
+    delta: float = 0.03  # non-inferiority margin on F1
+    dedup_threshold: float = 0.9  # near-duplicate guard (Jaccard over words) on add / edit
+    reader: PolicyConfig = field(default_factory=PolicyConfig)  # scripted: policy kbgym_reader unless named
+    curator: PolicyConfig = field(default_factory=PolicyConfig)  # scripted: policy kbgym_curator unless named
+    exam_reader: PolicyConfig = field(default_factory=PolicyConfig)
+    search: SearchConfig = field(default_factory=lambda: SearchConfig(embedder="none"))
+    search_mode: str = "bm25"
+    exam_batch: int = 64  # exam episodes generated together
+    n_boot: int = 2000
+    save_trajectories: bool = True
+
+
+def make_policy(cfg: PolicyConfig, scripted: str, reader: Any = None) -> Any:
+    """The backend a policy config names (`reader` reuses an already built one; `scripted` is the
+    scripted policy used when the config names none)."""
+    from librarian.models import make_backend
+
+    if cfg.backend == "reader":
+        if reader is None:
+            raise ConfigError("backend 'reader' reuses the reader's backend, which is not built yet")
+        return reader
+    options = dict(cfg.options)
+    if cfg.backend == "scripted":
+        options.setdefault("policy", scripted)
+    return make_backend(cfg.backend, **options)
+
+
+def loop_config(cfg: PolicyConfig) -> Any:
+    from librarian.models import SamplingParams
+    from librarian.roles import LoopConfig
+
+    return LoopConfig(params=SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                            top_p=cfg.top_p, seed=cfg.seed))
+
+
+def _take(questions: list, n: int) -> list:
+    """The first n questions taking classes in turn (a split lists them class by class); all when n < 0."""
+    if n < 0 or n >= len(questions):
+        return list(questions)
+    by_class: dict[str, list] = {}
+    for q in questions:
+        by_class.setdefault(q.qclass, []).append(q)
+    queues = list(by_class.values())
+    out: list = []
+    while len(out) < n:
+        for queue in queues:
+            if queue and len(out) < n:
+                out.append(queue.pop(0))
+    return out
+
+
+def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
+    """Train a store on the train split and examine it; returns the figures also written to results.json."""
+    from librarian.datasets import to_documents
+    from librarian.datasets.kbgym.build import build_kbgym
+    from librarian.evaluation.metrics.coverage import coverage_readings
+    from librarian.pipelines.curator_exams import as_rows, compare, freeze, per_class, run_exam, summarize
+    from librarian.pipelines.curator_report import plot_learning_curve, results_table
+    from librarian.rewards.scoring import score_answer
+    from librarian.roles import ToolContext, ToolEnv, kbgym_curator, kbgym_reader, run_episode
+    from librarian.roles.kbgym_passes import backward_task, forward_task, outcome
+    from librarian.search.factory import make_index
+    from librarian.search.sync import IndexSync
+    from librarian.workspace import NearDuplicateGuard, Workspace, codec, write_trace
+
+    _check(cfg)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    started = time.perf_counter()
+    traj_file = (out / "trajectories.jsonl").open("w", encoding="utf-8") if cfg.save_trajectories else None
+
+    def save(phase: str, epoch: int, qid: str, traj: Any) -> None:
+        if traj_file is not None:
+            traj_file.write(json.dumps({"phase": phase, "epoch": epoch, "qid": qid, **traj.to_dict()}) + "\n")
+
+    log.info("1/5 KBGym universe of %d people (seed %d) -> flat store and %s index", cfg.people, cfg.seed,
+             cfg.search.backend)
+    kbgym = build_kbgym(people=cfg.people, seed=cfg.seed)
+    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(kbgym.corpus)]
+    ws = Workspace.from_documents(docs, raw_policy="editable", guard=NearDuplicateGuard(threshold=cfg.dedup_threshold))
+    initial = ws.copy()
+    index = make_index(cfg.search)
+    sync = IndexSync(index, ws)
+    sync.end_iteration()
+    by_split = {s: [q for q in kbgym.bundle.questions if q.split == s] for s in ("train", "test_in", "test_out", "eval")}
+    train = _take(by_split["train"], cfg.train_questions)
+    exam_sets = {"trained": train, "test_in": _take(by_split["test_in"], cfg.test_in_questions),
+                 "test_out": _take(by_split["test_out"], cfg.test_out_questions),
+                 "eval": _take(by_split["eval"], cfg.eval_questions)}
+    exam_sets = {k: v for k, v in exam_sets.items() if v and (k in cfg.exams or k == "eval")}
+
+    reader_role = kbgym_reader(budget=cfg.forward_budget, memory_window=cfg.reader_memory)
+    exam_role = kbgym_reader(budget=cfg.exam_budget, memory_window=cfg.reader_memory)
+    curator_role = kbgym_curator(budget=cfg.backward_budget,
+                                 memory_window=None if cfg.curator_memory < 0 else cfg.curator_memory)
+    reader = make_policy(cfg.reader, "kbgym_reader")
+    curator = make_policy(cfg.curator, "kbgym_curator", reader)
+    examiner = make_policy(cfg.exam_reader, "kbgym_reader", reader)
+    reader_loop, curator_loop, exam_loop = loop_config(cfg.reader), loop_config(cfg.curator), loop_config(cfg.exam_reader)
+
+    def exam(split: str, epoch: int) -> list:
+        results, trajs = run_exam(exam_sets[split], freeze(ws), index, examiner, exam_role, exam_loop,
+                                  cfg.exam_batch, desc=f"exam {split} (epoch {epoch})", search_mode=cfg.search_mode)
+        for r, t in zip(results, trajs, strict=True):
+            save(f"exam:{split}", epoch, r.qid, t)
+        return results
+
+    log.info("2/5 examining the flat store (B1) on %s", ", ".join(f"{k} ({len(v)})" for k, v in exam_sets.items()))
+    flat = {split: exam(split, 0) for split in exam_sets}
+    last_eval = flat.get("eval", [])
+    eval_curve = [{"epoch": 0, **summarize(last_eval)}] if last_eval else []
+
+    log.info("3/5 training: %d epochs x %d questions (N1=%d, N2=%d)", cfg.epochs, len(train), cfg.forward_budget,
+             cfg.backward_budget)
+    iterations: list[dict[str, Any]] = []
+    tools_used: Counter = Counter()
+    live = ToolContext(ws, index, sync, search_mode=cfg.search_mode)
+    for epoch in range(1, cfg.epochs + 1):
+        for q in tqdm(train, desc=f"epoch {epoch}/{cfg.epochs}", unit="q"):
+            version = ws.version
+            fwd = run_episode(ToolEnv(reader_role, live, forward_task(q.question)), reader, reader_role, reader_loop)
+            f1 = score_answer(q, fwd.answer)
+            bwd = run_episode(ToolEnv(curator_role, live, backward_task(q.question, fwd, q.answers, f1)), curator,
+                              curator_role, curator_loop)
+            sync.end_iteration()  # the iteration's edits are embedded in one batch
+            save("forward", epoch, q.id, fwd)
+            save("backward", epoch, q.id, bwd)
+            tools_used.update(c["name"] for t in bwd.turns for c in t.calls)
+            iterations.append({"epoch": epoch, "qid": q.id, "qclass": q.qclass, "forward_f1": f1,
+                               "forward_steps": fwd.actions, "outcome": outcome(fwd, f1),
+                               "backward_actions": bwd.actions, "backward_end": bwd.end, "ops": ws.version - version,
+                               "store_size": len(ws)})
+        if "eval" in exam_sets:
+            last_eval = exam("eval", epoch)
+            eval_curve.append({"epoch": epoch, **summarize(last_eval)})
+        log.info("epoch %d: forward F1 %.3f, %d ops so far", epoch,
+                 _mean([it["forward_f1"] for it in iterations if it["epoch"] == epoch]), ws.version)
+
+    log.info("4/5 examining the trained store")
+    trained = {split: exam(split, cfg.epochs) for split in exam_sets if split != "eval"}
+    trained["eval"] = last_eval  # the last point of the eval curve: the same frozen store
+    splits: dict[str, Any] = {}
+    for split in (s for s in EXAM_SPLITS if s in cfg.exams and s in exam_sets):
+        splits[split] = compare(trained[split], flat[split], cfg.delta, cfg.n_boot, cfg.seed)
+        splits[split]["per_class"] = {"flat": per_class(flat[split]), "trained": per_class(trained[split])}
+    snapshot = freeze(ws)
+    cov = coverage_readings(snapshot).as_dict()
+    cov["questions"] = {s: coverage_readings(snapshot, [q.support for q in qs if q.support]).questions
+                        for s, qs in exam_sets.items() if any(q.support for q in qs)}
+
+    log.info("5/5 writing results to %s", out)
+    codec.write_parquet(*initial.state(), out / "initial.parquet")
+    codec.write_parquet(*ws.state(), out / "snapshot.parquet")
+    write_trace(ws.trace, out / "trace.parquet")
+    if traj_file is not None:
+        traj_file.close()
+    (out / "iterations.json").write_text(json.dumps(iterations, indent=1) + "\n", encoding="utf-8")
+    (out / "exams.json").write_text(json.dumps({"flat": {s: as_rows(r) for s, r in flat.items()},
+                                                "trained": {s: as_rows(r) for s, r in trained.items()}},
+                                               indent=1) + "\n",
+                                    encoding="utf-8")
+    plot_learning_curve(iterations, eval_curve, out / "learning_curve.png")
+    table = results_table(splits, cov)
+    (out / "results.md").write_text(table + "\n", encoding="utf-8")
+    head = splits.get("trained", {})
+    results = {
+        "rho_trained": head.get("rho"), "f1_trained": head.get("store", {}).get("f1"),
+        "f1_flat_trained": head.get("flat", {}).get("f1"), "rho_ci_trained": head.get("rho_ci"),
+        "non_inferior_trained": head.get("non_inferior"), "hypothesis_holds_trained": head.get("hypothesis_holds"),
+        "splits": splits, "eval_curve": eval_curve, "coverage": cov,
+        "training": {"iterations": len(iterations), "ops_applied": ws.version, "store_size": len(ws),
+                     "initial_size": len(initial), "tools_used": dict(tools_used),
+                     "forward_f1_by_epoch": {e: _mean([it["forward_f1"] for it in iterations if it["epoch"] == e])
+                                             for e in range(1, cfg.epochs + 1)},
+                     "forward_steps_by_epoch": {e: _mean([it["forward_steps"] for it in iterations
+                                                          if it["epoch"] == e]) for e in range(1, cfg.epochs + 1)},
+                     "backward_actions_by_epoch": {e: _mean([it["backward_actions"] for it in iterations
+                                                             if it["epoch"] == e]) for e in range(1, cfg.epochs + 1)}},
+        "snapshot_hash": ws.content_hash(),
+        "backends": {"reader": reader.name, "curator": curator.name, "exam_reader": examiner.name},
+        "elapsed_s": time.perf_counter() - started,
+        "config": to_plain(cfg),
+    }
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    print(table)
+    print(f"\ntrained questions: rho {_show(results['rho_trained'])} (95% CI {head.get('rho_ci')}), "
+          f"F1 {_show(results['f1_trained'])} vs flat {_show(results['f1_flat_trained'])}; "
+          f"{ws.version} ops, store {len(initial)} -> {len(ws)} documents; wrote {out / 'results.json'}")
+    return results
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _show(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _check(cfg: TrainCuratorConfig) -> None:
+    unknown = [s for s in cfg.exams if s not in EXAM_SPLITS]
+    if unknown:
+        raise ConfigError(f"exams: unknown split(s) {unknown}; choose from {', '.join(EXAM_SPLITS)}")
+    for name in ("epochs", "forward_budget", "backward_budget", "exam_budget"):
+        if getattr(cfg, name) < (0 if name == "epochs" else 1):
+            raise ConfigError(f"{name} must be >= {0 if name == 'epochs' else 1}, got {getattr(cfg, name)}")
+    if cfg.reader.backend == "reader":
+        raise ConfigError("reader.backend cannot be 'reader'; name a backend (scripted, hf, openai)")
+    if cfg.exam_batch < 1:
+        raise ConfigError(f"exam_batch must be >= 1, got {cfg.exam_batch}")
+
+
+def main(argv: list[str]) -> int:
+    """CLI entry: `librarian train_curator [--config FILE] [key=value ...]`."""
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__)
+        print("options (key=value):", ", ".join(f"{k}={v}" for k, v in to_plain(TrainCuratorConfig()).items()))
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        cfg = load_config(TrainCuratorConfig, argv)
+        run(cfg)
+    except ConfigError as exc:
+        print(f"librarian train_curator: {exc}")
+        return 2
+    return 0
