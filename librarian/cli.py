@@ -18,7 +18,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "train_builder": (None, "Librarian Agents: builder RL with dense telescoping rewards"),
     "train_curator": ("librarian.pipelines.train_curator:main", "KBGym supervised curation (forward/backward passes)"),
     "train_researcher": (None, "JAM: verified-trajectory SFT then hint-guided GRPO"),
-    "evaluate": (None, "exams, baselines, metrics and plots"),
+    "evaluate": ("librarian.pipelines.evaluate:main", "exams, baselines, metrics and plots"),
     "ablate": (None, "sweeps of ablations across nodes"),
     "build": ("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
     "ask": ("librarian.app.ask:main", "answer questions over a workspace with a reader role"),

@@ -1,0 +1,118 @@
+"""The evaluation report: one self-contained HTML page (tables, plots inlined as PNG data URIs, config)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+COLUMNS = (("name", "store"), ("n", "n"), ("f1", "F1"), ("f1_ci", "F1 95% CI"), ("actions", "mean actions"),
+           ("actions_ci", "actions 95% CI"), ("rho", "rho"), ("rho_ci", "rho 95% CI"),
+           ("tokens_read", "tokens read"), ("files_read", "files read"), ("coverage_one_hop", "coverage (1 hop)"),
+           ("question_coverage", "question coverage"), ("ops", "ops"), ("construction_tokens", "build tokens"))
+
+
+def fmt(value: Any) -> str:
+    """A table cell: floats to 3 places, intervals as [low, high], None as '-'."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return f"[{value[0]:.3f}, {value[1]:.3f}]"
+    return str(value)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The results table as Markdown (results.md, the console)."""
+    head = "| " + " | ".join(label for _, label in COLUMNS) + " |"
+    rule = "|" + "---|" * len(COLUMNS)
+    body = ["| " + " | ".join(fmt(r.get(k)) for k, _ in COLUMNS) + " |" for r in rows]
+    return "\n".join([head, rule, *body])
+
+
+def _img(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<figure><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"><figcaption>' \
+           f"{html.escape(path.name)}</figcaption></figure>"
+
+
+def write_report(path: str | Path, title: str, rows: Sequence[Mapping[str, Any]], plots: Sequence[str | Path],
+                 notes: Sequence[str] = (), extra: Mapping[str, Any] | None = None,
+                 config: Mapping[str, Any] | None = None) -> Path:
+    """Write the report; plots that do not exist are named as missing rather than failing the report."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(r.get(k)))}</td>" for k, _ in COLUMNS) + "</tr>"
+                   for r in rows)
+    figures = []
+    for p in map(Path, plots):
+        figures.append(_img(p) if p.is_file() else f"<p>plot {html.escape(p.name)} was not written</p>")
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>{html.escape(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
+        "td:first-child{text-align:left}img{max-width:100%}pre{background:#f8f8f8;padding:1em;overflow:auto}"
+        "</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        "<p>rho: mean reader actions on the store over the flat store's on the same questions (below 1 is "
+        "cheaper); intervals are bootstrap 95% CIs.</p>",
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+        "".join(f"<p>{html.escape(n)}</p>" for n in notes),
+        "<h2>Plots</h2>", "".join(figures),
+    ]
+    if extra:
+        parts += ["<h2>Details</h2>", f"<pre>{html.escape(json.dumps(extra, indent=1, default=str))}</pre>"]
+    if config:
+        parts += ["<h2>Configuration</h2>", f"<pre>{html.escape(json.dumps(config, indent=1, default=str))}</pre>"]
+    parts.append("</body></html>")
+    out.write_text("\n".join(parts), encoding="utf-8")
+    return out
+
+
+def plot_all(out: Path, rows: Sequence[Mapping[str, Any]], exams: Mapping[str, Sequence[Any]],
+             gradient_exams: Mapping[str, Sequence[Any]], groups: Mapping[str, Sequence[Any]],
+             structure: Mapping[str, Any], n_boot: int = 2000, seed: int = 0) -> tuple[list[Path], dict[str, Any]]:
+    """The evaluation's plots (PNG under `out`) and the figures behind them (gradient rows, curves)."""
+    from librarian.evaluation.metrics.amortization import AmortizationCurve, crossover
+    from librarian.evaluation.metrics.bootstrap import CI
+    from librarian.evaluation.metrics.gradient import QueryResult, gradient_table
+    from librarian.evaluation.plots import (
+        RhoPoint,
+        plot_amortization,
+        plot_gradient,
+        plot_rho_vs_coverage,
+        plot_structure,
+    )
+
+    plots: list[Path] = []
+    extra: dict[str, Any] = {}
+    points = [RhoPoint(r["name"], r["coverage_one_hop"], r["rho"], CI(r["rho"], *r["rho_ci"])) for r in rows]
+    plots.append(plot_rho_vs_coverage(points, out / "rho_vs_coverage.png"))
+    curves = [AmortizationCurve(r["name"], float(r["construction_tokens"]), float(r["tokens_read"]),
+                                min(1.0, max(r["f1"], 1e-3))) for r in rows]
+    plots.append(plot_amortization(curves, out / "amortization.png"))
+    extra["amortization"] = {c.name: {"build_tokens": c.build, "answer_tokens": c.answer, "accuracy": c.accuracy,
+                                      "crossover_with_flat": crossover(c, curves[0], normalized=True)}
+                             for c in curves}
+    if groups and all(gradient_exams.get(name) for name in exams):
+        ids = {g: [q.id for q in qs] for g, qs in groups.items() if qs}
+        as_query = {name: {r.qid: QueryResult(r.f1, r.actions, r.exhausted) for r in res}
+                    for name, res in gradient_exams.items()}
+        tables = {name: gradient_table(ids, as_query[name], as_query["flat"], n_boot=n_boot, seed=seed)
+                  for name in gradient_exams if name != "flat"}
+        if tables:
+            plots.append(plot_gradient(tables, out / "gradient.png"))
+            extra["gradient"] = {name: [{"group": r.group, "n": r.n, "rho": r.rho.point, "rho_ci": r.rho.as_list(),
+                                         "f1": r.f1, "f1_flat": r.f1_flat, "actions": r.actions,
+                                         "actions_flat": r.actions_flat, "significant": r.significant}
+                                        for r in rows_] for name, rows_ in tables.items()}
+    plots.append(plot_structure(dict(structure), out / "structure.png"))
+    return plots, extra
