@@ -81,6 +81,7 @@ SCRIPTED_POLICIES: dict[str, Callable[..., str] | str] = {
     "kbgym_reader": "librarian.models.scripted_reader:KBGymReader",
     "kbgym_curator": "librarian.models.scripted_curator:KBGymCurator",
     "librarian_builder": "librarian.models.scripted_builder:HeuristicBuilder",
+    "jam_researcher": "librarian.models.scripted_researcher:ScriptedResearcher",
 }
 
 

@@ -5,18 +5,42 @@ from __future__ import annotations
 from typing import Any
 
 from librarian.roles.curator_tools import apply_op
-from librarian.roles.tools import LIBRARIAN_BUILDER, STRING, Tool, ToolContext, ToolResult, params
+from librarian.roles.tools import (
+    LIBRARIAN_BUILDER,
+    STRING,
+    Tool,
+    ToolContext,
+    ToolInputError,
+    ToolResult,
+    params,
+)
+from librarian.workspace import views
 from librarian.workspace.ops import CreateFile, Delete, MergeFiles
 
 _PATHS = {"type": "array", "items": STRING, "minItems": 1}
 
 
+def _text(ctx: ToolContext, a: dict[str, Any], refs: list[str], tool: str) -> str:
+    """The builder's own text, or (when it leaves `text` out) the attached content executor's, from the sources."""
+    if a.get("text"):
+        return a["text"]
+    from librarian.roles.content_executor import EXECUTOR_KEY, Source
+
+    executor = ctx.extra.get(EXECUTOR_KEY)
+    if executor is None:
+        raise ToolInputError(f"{tool} needs text: no content executor is attached to write it from the sources")
+    nodes = [views.resolve(ctx.workspace, r) for r in refs]
+    return executor(a["path"], [Source.of(n) for n in nodes], a.get("instruction", ""))
+
+
 def _create(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
-    return apply_op(ctx, CreateFile(path=a["path"], text=a["text"], sources=tuple(a["sources"])))
+    text = _text(ctx, a, a["sources"], "create_file")
+    return apply_op(ctx, CreateFile(path=a["path"], text=text, sources=tuple(a["sources"])))
 
 
 def _merge(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
-    return apply_op(ctx, MergeFiles(children=tuple(a["children"]), path=a["path"], text=a["text"]))
+    text = _text(ctx, a, a["children"], "merge_files")
+    return apply_op(ctx, MergeFiles(children=tuple(a["children"]), path=a["path"], text=text))
 
 
 def _delete(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
@@ -31,16 +55,18 @@ _B = frozenset({LIBRARIAN_BUILDER})
 CREATE_FILE = Tool(
     "builder.create_file", "create_file",
     "Create a synthetic file at a path from source documents; the file records them as its provenance.",
-    params(["path", "text", "sources"], path={**STRING, "description": "new file path, e.g. people/alice.md"},
-           text={**STRING, "description": "the file's content"},
+    params(["path", "sources"], path={**STRING, "description": "new file path, e.g. people/alice.md"},
+           text={**STRING, "description": "the file's content (left out: the content executor writes it)"},
+           instruction={**STRING, "description": "what the content executor should focus on (without text)"},
            sources={**_PATHS, "description": "paths or ids of the documents it consolidates"}),
     _B, _create)
 MERGE_FILES = Tool(
     "builder.merge_files", "merge_files",
     "Write a summary file at a path that links the given synthetic files and nests them under it.",
-    params(["children", "path", "text"], children={**_PATHS, "description": "synthetic files to merge"},
+    params(["children", "path"], children={**_PATHS, "description": "synthetic files to merge"},
            path={**STRING, "description": "path of the summary file"},
-           text={**STRING, "description": "the summary's content"}),
+           text={**STRING, "description": "the summary's content (left out: the content executor writes it)"},
+           instruction={**STRING, "description": "what the content executor should focus on (without text)"}),
     _B, _merge)
 DELETE_FILE = Tool("builder.delete", "delete", "Delete a synthetic file (raw documents cannot be deleted).",
                    params(["path"], path={**STRING, "description": "file path or id"}), _B, _delete)

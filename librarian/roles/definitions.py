@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from librarian.roles.researcher_tools import JAM_RESEARCHER
 from librarian.roles.toolbox import tool_keys_for
 from librarian.roles.tools import KBGYM_CURATOR, KBGYM_READER, LIBRARIAN_ANSWERER, LIBRARIAN_BUILDER
 
@@ -75,6 +76,16 @@ LIBRARIAN_BUILDER_PROMPT = (
     "workspace is ready. You have {budget} actions. " + CALL_FORMAT
 )
 
+JAM_RESEARCHER_PROMPT = (
+    "You research a request in a memory workspace of past sessions before a client agent answers it. "
+    "open(path) shows a folder's README and entries; search(query, page) is hybrid search, five hits a page; "
+    "browse(path, query) shows a file's lines relevant to the query and its sources. Each round: think about "
+    "what is still missing, make up to {calls} calls, then reflect whether the evidence is sufficient. When it "
+    "is, or when you have no rounds left, call finalize(context, sources) with the relevant facts and the "
+    "paths they come from. You have {budget} rounds. Write each call as "
+    '<tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>.'
+)
+
 
 def _role(name: str, prompt: str, budget: int, **kw: object) -> Role:
     return Role(name, prompt.replace("{budget}", str(budget)), tool_keys_for(name), budget, **kw)  # type: ignore[arg-type]
@@ -102,5 +113,16 @@ def librarian_builder(budget: int = 40, memory_window: int | None = None) -> Rol
                  answer_tool="stop")
 
 
+def jam_researcher(budget: int = 20, max_calls_per_turn: int = 4, memory_window: int | None = None) -> Role:
+    """Paper 002's researcher: open / search / browse, several calls a round, finalize; budget in rounds.
+
+    Run it through `researcher.ResearchEnv`, which counts one action per
+    round (message); out of rounds it is forced to finalize.
+    """
+    prompt = JAM_RESEARCHER_PROMPT.replace("{calls}", str(max_calls_per_turn))
+    return _role(JAM_RESEARCHER, prompt, budget, memory_window=memory_window, max_calls_per_turn=max_calls_per_turn,
+                 forced_answer=True, answer_tool="finalize", stop=())
+
+
 ROLES = {KBGYM_READER: kbgym_reader, KBGYM_CURATOR: kbgym_curator, LIBRARIAN_ANSWERER: librarian_answerer,
-         LIBRARIAN_BUILDER: librarian_builder}
+         LIBRARIAN_BUILDER: librarian_builder, JAM_RESEARCHER: jam_researcher}

@@ -8,10 +8,11 @@ from typing import Any
 from librarian.roles.builder_tools import BUILDER_TOOLS
 from librarian.roles.curator_tools import CURATOR_TOOLS
 from librarian.roles.reader_tools import READER_TOOLS
+from librarian.roles.researcher_tools import RESEARCHER_TOOLS
 from librarian.roles.tools import Tool
 
 TOOLS: dict[str, Tool] = {}
-for _tool in (*READER_TOOLS, *CURATOR_TOOLS, *BUILDER_TOOLS):
+for _tool in (*READER_TOOLS, *CURATOR_TOOLS, *BUILDER_TOOLS, *RESEARCHER_TOOLS):
     if _tool.key in TOOLS:
         raise RuntimeError(f"two tools share the key {_tool.key!r}")
     TOOLS[_tool.key] = _tool

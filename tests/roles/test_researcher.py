@@ -1,0 +1,101 @@
+"""The JAM researcher: tools, round budget, forced finalize, and the scripted researcher's source recall."""
+
+from __future__ import annotations
+
+import json
+from statistics import mean
+
+import pytest
+
+from librarian.datasets.memorygym import MemoryGymConfig, build_instances, synthesize_history
+from librarian.models.scripted import ScriptedBackend, make_scripted_backend, tool_call_text
+from librarian.rewards.source_recall import source_recall
+from librarian.roles import ToolContext
+from librarian.roles.definitions import jam_researcher as jam_researcher_role
+from librarian.roles.memorizer import Memorizer
+from librarian.roles.researcher import ResearchEnv, research
+from librarian.roles.researcher_tools import finalized, relevant_lines
+from librarian.roles.toolbox import TOOLS
+from librarian.roles.tools import run_tool
+from librarian.search import EmbeddedIndex, HashingEmbedder, IndexSync
+from librarian.workspace import Document, Workspace
+
+
+def _ctx(ws: Workspace) -> ToolContext:
+    index = EmbeddedIndex("jam", HashingEmbedder(64))
+    sync = IndexSync(index, ws)
+    sync.sync(embed=True)
+    return ToolContext(ws, index, sync, search_mode="hybrid")
+
+
+@pytest.fixture(scope="module")
+def history():
+    _, sessions, ledger = synthesize_history(MemoryGymConfig(speakers=4, sessions=30, seed=3))
+    return [Document(s.id, s.text) for s in sessions], build_instances(ledger)
+
+
+@pytest.fixture(scope="module")
+def hier(history):
+    return _ctx(Memorizer().memorize(history[0]))
+
+
+@pytest.fixture(scope="module")
+def flat(history):
+    return _ctx(Workspace.from_documents([Document(d.id, d.text, path=f"sessions/{d.id}") for d in history[0]]))
+
+
+def _run(ctx, key, **args):
+    return run_tool(TOOLS[key], ctx, args)
+
+
+def test_open_search_browse_and_finalize_with_provenance(hier, history):
+    docs, _ = history
+    top = _run(hier, "jam.open", path="memory")
+    assert top.ok and top.text.startswith("README of memory:\nMemory of past sessions")
+    hits = _run(hier, "jam.search", query="moved", page=1)
+    assert hits.ok and hits.text.startswith('search "moved" page 1: 5 hits')
+    memo = next(n for n in hier.workspace if n.kind == "synthetic")
+    out = _run(hier, "jam.browse", path=memo.path, query="anything")
+    assert out.ok and f"provenance: sessions/{memo.provenance[0]}" in out.text
+    assert not _run(hier, "jam.browse", path="memory", query="x").ok  # a folder: use open
+    fin = _run(hier, "jam.finalize", context="facts", sources=[memo.path, "sessions/" + docs[1].id, "nope"])
+    assert fin.terminal and "not found: nope" in fin.text
+    result = finalized(fin.answer)
+    assert result.sources == (memo.provenance[0], docs[1].id) and result.sufficient
+
+
+def test_browse_keeps_only_query_relevant_lines():
+    text = "\n".join(["alpha beta", "gamma delta", "the city of Oxbarrow", "epsilon", "Oxbarrow again"])
+    assert [i for i, _ in relevant_lines(text, "Oxbarrow city")] == [3, 5]
+    assert len(relevant_lines("one\ntwo", "zzz")) == 2  # short files come back whole
+
+
+def test_rounds_budget_counts_messages_and_out_of_rounds_forces_finalize(hier):
+    role = jam_researcher_role(budget=2, max_calls_per_turn=3)
+
+    def policy(messages, tools):
+        if len(tools) == 1:
+            return tool_call_text("finalize", context="best effort", sources=["memory"], sufficient=False)
+        return "".join(tool_call_text("open", path="") for _ in range(3))
+
+    res = research([hier], ["Who moved?"], ScriptedBackend(policy), role)[0]
+    traj = res.trajectory
+    assert [t.actions for t in traj.turns] == [1, 1, 0] and traj.turns[-1].forced
+    assert traj.end == "forced_answer" and res.result.context == "best effort" and not res.result.sufficient
+    assert traj.turns[0].observation.count("README of /") == 3
+    env = ResearchEnv(role, hier, "q")
+    assert env.reset().messages[1]["content"] == "Request: q"
+
+
+def test_scripted_researcher_recall_is_at_least_as_good_on_the_hierarchical_workspace(hier, flat, history):
+    _, questions = history
+    backend = make_scripted_backend("jam_researcher")
+    recall = {}
+    for name, ctx in (("flat", flat), ("hierarchical", hier)):
+        runs = research([ctx] * len(questions), [q.question for q in questions], backend)
+        recall[name] = mean(source_recall(r.result.sources, q.support) for r, q in zip(runs, questions, strict=True))
+        assert all(r.trajectory.end == "answer" and r.rounds <= 20 for r in runs)
+        assert all(json.loads(r.trajectory.answer)["sources"] is not None for r in runs)
+    print(f"source recall: flat {recall['flat']:.3f}, hierarchical {recall['hierarchical']:.3f} "
+          f"({len(questions)} Memory-Gym instances)")
+    assert recall["hierarchical"] >= recall["flat"] and recall["hierarchical"] >= 0.9
