@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 
 from librarian.models.base import PolicyBackend, SamplingParams
 from librarian.roles.content_executor import LLMExecutor, Source, sentences
-from librarian.workspace.nodes import Document, Node
-from librarian.workspace.ops import CreateFile, Edit, MakeDir
+from librarian.workspace.nodes import Document
+from librarian.workspace.ops import AddDocument, CreateFile, Edit, MakeDir
 from librarian.workspace.store import Workspace
 
 ROOT = "memory"
@@ -138,18 +138,18 @@ class Memorizer:
     def append_session(self, ws: Workspace, session: Document) -> Workspace:
         """`ws` plus one more session: its raw node, its memo, and its group's README updated.
 
-        Raw documents enter a workspace only at construction, so the new raw
-        node is added by rebuilding the store from its state (every existing
-        node unchanged); the memo and README changes are ordinary ops.
+        Returns a copy of `ws` (the original is untouched) whose trace continues
+        `ws`'s: the raw session arrives through an `AddDocument` op, the memo and
+        README changes are ordinary ops, and nothing else is rebuilt.
         """
         if ws.get(session.id) is not None:
             raise ValueError(f"session {session.id!r} is already in the workspace")
-        nodes, meta = ws.state()
-        raw = Node(id=session.id, path=f"{SESSIONS}/{session.id}", kind="raw", text=session.text,
-                   origin=session.origin or session.id, flag="untouched", created_step=meta.step)
         if ws.by_path(SESSIONS) is None or ws.by_path(ROOT) is None:
             raise ValueError("append_session extends a memorized workspace; build one with memorize() first")
-        out = Workspace.from_state([*nodes, raw], meta)
+        out = ws.copy()
+        out.trace = list(ws.trace)
+        raw = out.get(out.apply(AddDocument(session.id, session.text, f"{SESSIONS}/{session.id}",
+                                            session.origin or session.id)).created[-1])
         group = group_of(session.text)
         memo = self.memo_fn(replace(session, path=raw.path))
         folder = f"{ROOT}/{group}"

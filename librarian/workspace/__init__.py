@@ -6,6 +6,7 @@ from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 from librarian.workspace.nodes import ChangeSet, Document, Node, NodeSource, SnapshotMeta
 from librarian.workspace.ops import (
     Add,
+    AddDocument,
     CreateFile,
     Delete,
     Edit,
@@ -24,7 +25,7 @@ from librarian.workspace.store import Workspace
 from librarian.workspace.trace import TraceEntry, read_trace, replay, write_trace
 
 __all__ = [
-    "Add", "ChangeSet", "CreateFile", "DedupVerdict", "Delete", "Document", "Edit", "Link", "LinkMany",
+    "Add", "AddDocument", "ChangeSet", "CreateFile", "DedupVerdict", "Delete", "Document", "Edit", "Link", "LinkMany",
     "MakeDir", "MergeFiles", "Move", "NearDuplicateGuard", "Node", "NodeSource", "Op", "OpResult",
     "SnapshotFormatError", "SnapshotMeta", "SnapshotView", "TraceEntry", "Unlink", "Workspace", "WorkspaceError",
     "codec", "op_from_dict", "read_trace", "replay", "views", "write_trace",

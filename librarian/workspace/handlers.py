@@ -11,6 +11,7 @@ from librarian.workspace.nodes import Node
 from librarian.workspace.ops import (
     MAX_LINK_MANY_TARGETS,
     Add,
+    AddDocument,
     CreateFile,
     Delete,
     Edit,
@@ -22,7 +23,7 @@ from librarian.workspace.ops import (
     Op,
     Unlink,
 )
-from librarian.workspace.paths import normalize_file_path
+from librarian.workspace.paths import normalize_file_path, validate_id
 from librarian.workspace.plan import OpResult, Plan
 
 Verdicts = tuple[DedupVerdict, ...] | None
@@ -188,6 +189,22 @@ def plan_merge_files(plan: Plan, op: MergeFiles) -> OpResult:
     return plan.result(op.name, f"merged {len(ids)} file(s) under {parent.id!r} at {parent.path!r}")
 
 
+def plan_add_document(plan: Plan, op: AddDocument) -> OpResult:
+    node_id = validate_id(op.id, "document id")
+    existing = plan.node(node_id)
+    if existing is not None:
+        raise WorkspaceError(f"id {node_id!r} is already taken by a {existing.kind} node; raw documents need new ids")
+    path = normalize_file_path(op.path if op.path is not None else node_id)
+    plan.ensure_parents(path)
+    taken = plan.id_at(path)
+    if taken is not None:
+        raise WorkspaceError(f"path {path!r} is already taken by {taken!r}")
+    plan.put(Node(id=node_id, path=path, kind="raw", text=op.text, origin=op.origin or node_id,
+                  flag="untouched", created_step=plan.step))
+    plan.created.append(node_id)
+    return plan.result(op.name, f"added raw document {node_id!r} at {path!r}")
+
+
 PlanFn = Callable[[Plan, Op, NearDuplicateGuard | None, Verdicts], OpResult]
 
 PLANNERS: dict[type[Op], PlanFn] = {
@@ -201,4 +218,5 @@ PLANNERS: dict[type[Op], PlanFn] = {
     MakeDir: lambda plan, op, _g, _v: plan_make_dir(plan, op),  # type: ignore[arg-type]
     CreateFile: lambda plan, op, _g, _v: plan_create_file(plan, op),  # type: ignore[arg-type]
     MergeFiles: lambda plan, op, _g, _v: plan_merge_files(plan, op),  # type: ignore[arg-type]
+    AddDocument: lambda plan, op, _g, _v: plan_add_document(plan, op),  # type: ignore[arg-type]
 }

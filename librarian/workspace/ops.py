@@ -123,12 +123,27 @@ class MergeFiles(Op):
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class AddDocument(Op):
+    """Ingest one more raw document (a JAM session appended, a corpus grown). Not an agent tool.
+
+    The path defaults to the id and the origin to the id, as in `Workspace.from_documents`.
+    """
+
+    name: ClassVar[str] = "add_document"
+    id: str
+    text: str
+    path: str | None = None
+    origin: str | None = None
+
+
 OP_TYPES: dict[str, type[Op]] = {
-    cls.name: cls for cls in (Add, Edit, Delete, Link, LinkMany, Unlink, Move, MakeDir, CreateFile, MergeFiles)
+    cls.name: cls
+    for cls in (Add, Edit, Delete, Link, LinkMany, Unlink, Move, MakeDir, CreateFile, MergeFiles, AddDocument)
 }
 
 _LIST_FIELDS = {"links", "provenance", "targets", "sources", "children"}
-_OPTIONAL_FIELDS = {"path"}
+_OPTIONAL_FIELDS = {"path", "origin"}
 
 
 def _check_field(op_name: str, field_name: str, value: Any) -> Any:

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from librarian.workspace import (
     Add,
+    AddDocument,
     CreateFile,
     Delete,
     Document,
@@ -37,7 +38,7 @@ def _ref(data, ws: Workspace):
 
 
 def _op(data, ws: Workspace):
-    kind = data.draw(st.sampled_from(["add", "edit", "delete", "link", "link_many", "unlink", "move",
+    kind = data.draw(st.sampled_from(["add", "edit", "delete", "link", "link_many", "unlink", "move", "add_document",
                                       "make_dir", "create_file", "merge_files"]))
     ref = lambda: _ref(data, ws)  # noqa: E731
     refs = lambda hi: tuple(ref() for _ in range(data.draw(st.integers(0, hi))))  # noqa: E731
@@ -56,6 +57,8 @@ def _op(data, ws: Workspace):
             return Unlink(ref(), ref())
         case "move":
             return Move(ref(), data.draw(PATHS))
+        case "add_document":
+            return AddDocument(data.draw(st.sampled_from(["s1", "s2", "f1", "n3"])), data.draw(TEXTS), data.draw(st.none() | PATHS))
         case "make_dir":
             return MakeDir(data.draw(PATHS), data.draw(TEXTS))
         case "create_file":
@@ -87,7 +90,7 @@ def test_random_op_sequences_keep_invariants_and_replay(data, policy: str, n_ops
             assert ws.state() == before and ws.version == version, f"rejected {op} changed the store"
         assert invariant_violations(*ws.state()) == []
     if policy == "immutable":
-        assert {n.id: n for n in ws if n.kind == "raw"} == raw_before
+        assert {i: ws.get(i) for i in raw_before} == raw_before
     assert replay(initial, ws.trace).state() == ws.state()
     changes = ws.changes_since(0)
     assert changes.upserted.isdisjoint(changes.deleted)
@@ -103,9 +106,11 @@ JSON = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(payload=st.fixed_dictionaries({"op": st.sampled_from(
-    ["add", "edit", "delete", "link", "link_many", "unlink", "move", "make_dir", "create_file", "merge_files", "rm"]
+    ["add", "edit", "delete", "link", "link_many", "unlink", "move", "make_dir", "create_file", "merge_files",
+     "add_document", "rm"]
 )}, optional={k: JSON | st.text() for k in
-              ["text", "target", "source", "targets", "path", "new_path", "links", "sources", "children", "readme", "x"]}))
+              ["text", "target", "source", "targets", "path", "new_path", "links", "sources", "children", "readme", "id",
+               "origin", "x"]}))
 def test_malformed_payloads_raise_only_the_documented_error(payload) -> None:
     ws = _initial("editable")
     before = ws.state()

@@ -218,3 +218,18 @@ def test_to_table_tracks_changes_and_hash_is_stable(curated: Workspace) -> None:
     curated.apply(Edit("people/friends.md", "Friends of Alice."))
     assert curated.to_table().equals(codec.nodes_to_table(*curated.state()))
     assert curated.content_hash() == codec.content_hash(*curated.state()) == curated.copy().content_hash()
+
+
+def test_add_document_ingests_a_raw_node_through_the_trace(ws: Workspace) -> None:
+    from librarian.workspace import AddDocument, replay
+
+    initial = ws.copy()
+    result = ws.apply(AddDocument("s9", "Session 9: Ada moved.", "sessions/s9"))
+    node = ws.get("s9")
+    assert result.created[-1] == "s9" and node.kind == "raw" and node.flag == "untouched" and node.origin == "s9"
+    assert ws.by_path("sessions").kind == "directory"
+    assert_rejected(ws, AddDocument("s9", "again"), "already taken")
+    assert_rejected(ws, AddDocument("s10", "x", "sessions/s9"), "already taken")
+    assert_rejected(ws, Edit("s9", "changed"), "raw document")
+    assert replay(initial, ws.trace).state() == ws.state()
+    assert_sound(ws)
