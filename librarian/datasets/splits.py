@@ -40,6 +40,25 @@ def _take_round_robin(groups: dict[str, list[Question]], n: int) -> list[Questio
     return out
 
 
+def take_balanced(questions: list[Question], n: int) -> list[Question]:
+    """The first n questions taking question classes in turn, in first-seen class order (all when n < 0).
+
+    A split lists its questions class by class, so its first n would all be of
+    the first classes; this keeps small samples balanced.
+    """
+    if n < 0 or n >= len(questions):
+        return list(questions)
+    by_class: dict[str, list[Question]] = {}
+    for q in questions:
+        by_class.setdefault(q.qclass, []).append(q)
+    out: list[Question] = []
+    while len(out) < n:
+        for queue in by_class.values():
+            if queue and len(out) < n:
+                out.append(queue.pop(0))
+    return out
+
+
 def assign_splits(questions: list[Question], sizes: Sizes, reserved: int, seed: int
                   ) -> tuple[list[Question], dict[str, object]]:
     """Questions with their split set, and a record of the reserved templates and sizes used."""

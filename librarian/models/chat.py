@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from librarian.models.base import Message, ToolSchema
+from librarian.models.base import Message, ToolSchema, check_conversations
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -74,3 +74,20 @@ def chatml(messages: Sequence[Message], tools: Sequence[ToolSchema] | None = Non
     if add_generation_prompt:
         parts.append("<|im_start|>assistant\n")
     return "".join(parts)
+
+
+class TemplatePrompts:
+    """`render_prompt` / `encode_prompt` through the model's own chat template (`self.tokenizer`).
+
+    Shared by the backends that tokenize locally (`hf`, `vllm`), so both see
+    byte-identical prompts for the same conversation.
+    """
+
+    tokenizer: Any
+
+    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
+        return render_with_template(self.tokenizer, check_conversations([messages])[0], tools)
+
+    def encode_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> list[int]:
+        """The prompt's token ids (the template writes the special tokens itself)."""
+        return list(self.tokenizer(self.render_prompt(messages, tools), add_special_tokens=False)["input_ids"])

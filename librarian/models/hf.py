@@ -26,7 +26,7 @@ from librarian.models.base import (
     check_conversations,
     cut_at_stop,
 )
-from librarian.models.chat import render_with_template
+from librarian.models.chat import TemplatePrompts
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def make_hf_backend(model: str = "smollm2", **kwargs: Any) -> HFBackend:
                      name=f"hf:{folder.name}")
 
 
-class HFBackend:
+class HFBackend(TemplatePrompts):
     """`PolicyBackend` over a transformers causal LM and its tokenizer.
 
     Log-probs are those of the distribution each token was drawn from: the
@@ -164,13 +164,6 @@ class HFBackend:
         self.end_ids = sorted(ends)
         pad = tokenizer.pad_token_id
         self.pad_id = pad if isinstance(pad, int) else self.end_ids[0]
-
-    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
-        return render_with_template(self.tokenizer, check_conversations([messages])[0], tools)
-
-    def encode_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> list[int]:
-        """The prompt's token ids (the template writes the special tokens itself)."""
-        return list(self.tokenizer(self.render_prompt(messages, tools), add_special_tokens=False)["input_ids"])
 
     def generate(self, conversations: Sequence[Sequence[Message]], tools: Sequence[ToolSchema] | None,
                  params: SamplingParams) -> list[list[Sample]]:

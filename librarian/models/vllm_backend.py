@@ -37,7 +37,7 @@ from librarian.models.base import (
     check_conversations,
     cut_at_stop,
 )
-from librarian.models.chat import render_with_template
+from librarian.models.chat import TemplatePrompts
 from librarian.models.vllm_protocol import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def end_token_ids(tokenizer: Any) -> list[int]:
     return sorted(ends)
 
 
-class VLLMBackend:
+class VLLMBackend(TemplatePrompts):
     """`PolicyBackend` over a vLLM engine (child process or in-process); see the module docstring."""
 
     def __init__(self, model: str | Path = "smollm2", *, mode: str = "auto", python: str | Path | None = None,
@@ -104,13 +104,6 @@ class VLLMBackend:
         self._finalizer = weakref.finalize(self, _release, self.engine, self._scratch if self._own_scratch else None)
 
     # -- PolicyBackend -------------------------------------------------------------------------------
-    def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
-        return render_with_template(self.tokenizer, check_conversations([messages])[0], tools)
-
-    def encode_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> list[int]:
-        """The prompt's token ids (the template writes the special tokens itself), as the `hf` backend does."""
-        return list(self.tokenizer(self.render_prompt(messages, tools), add_special_tokens=False)["input_ids"])
-
     def generate(self, conversations: Sequence[Sequence[Message]], tools: Sequence[ToolSchema] | None,
                  params: SamplingParams) -> list[list[Sample]]:
         convs = check_conversations(conversations)

@@ -29,6 +29,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, load_config, to_plain
+from librarian.datasets.splits import take_balanced
 from librarian.evaluation.exam import ReaderSpec
 
 log = logging.getLogger("librarian.evaluate")
@@ -75,22 +76,6 @@ class EvaluateConfig:
     n_boot: int = 2000
     save_snapshots: bool = False
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
-
-
-def take_balanced(questions: list, n: int) -> list:
-    """The first n questions taking question classes in turn (all when n < 0)."""
-    if n < 0 or n >= len(questions):
-        return list(questions)
-    by_class: dict[str, list] = {}
-    for q in questions:
-        by_class.setdefault(q.qclass, []).append(q)
-    queues = list(by_class.values())
-    out: list = []
-    while len(out) < n:
-        for queue in queues:
-            if queue and len(out) < n:
-                out.append(queue.pop(0))
-    return out
 
 
 def _check(cfg: EvaluateConfig) -> None:

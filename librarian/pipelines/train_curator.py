@@ -33,6 +33,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from librarian.config import ConfigError, load_config, to_plain
+from librarian.datasets.splits import take_balanced
 from librarian.search.factory import SearchConfig
 
 log = logging.getLogger("librarian.train_curator")
@@ -104,22 +105,6 @@ def loop_config(cfg: PolicyConfig) -> Any:
                                             top_p=cfg.top_p, seed=cfg.seed))
 
 
-def _take(questions: list, n: int) -> list:
-    """The first n questions taking classes in turn (a split lists them class by class); all when n < 0."""
-    if n < 0 or n >= len(questions):
-        return list(questions)
-    by_class: dict[str, list] = {}
-    for q in questions:
-        by_class.setdefault(q.qclass, []).append(q)
-    queues = list(by_class.values())
-    out: list = []
-    while len(out) < n:
-        for queue in queues:
-            if queue and len(out) < n:
-                out.append(queue.pop(0))
-    return out
-
-
 def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
     """Train a store on the train split and examine it; returns the figures also written to results.json."""
     from librarian.datasets import to_documents
@@ -155,10 +140,10 @@ def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
     sync = IndexSync(index, ws)
     sync.end_iteration()
     by_split = {s: [q for q in kbgym.bundle.questions if q.split == s] for s in ("train", "test_in", "test_out", "eval")}
-    train = _take(by_split["train"], cfg.train_questions)
-    exam_sets = {"trained": train, "test_in": _take(by_split["test_in"], cfg.test_in_questions),
-                 "test_out": _take(by_split["test_out"], cfg.test_out_questions),
-                 "eval": _take(by_split["eval"], cfg.eval_questions)}
+    train = take_balanced(by_split["train"], cfg.train_questions)
+    exam_sets = {"trained": train, "test_in": take_balanced(by_split["test_in"], cfg.test_in_questions),
+                 "test_out": take_balanced(by_split["test_out"], cfg.test_out_questions),
+                 "eval": take_balanced(by_split["eval"], cfg.eval_questions)}
     exam_sets = {k: v for k, v in exam_sets.items() if v and (k in cfg.exams or k == "eval")}
 
     reader_role = kbgym_reader(budget=cfg.forward_budget, memory_window=cfg.reader_memory)

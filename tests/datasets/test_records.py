@@ -58,3 +58,14 @@ def test_to_documents_carries_origin_and_provenance():
     assert docs[0].origin == "city:p1:Port Avel" and docs[0].metadata["title"] == "Ada"
     assert docs[0].metadata["section"] == "Attributes" and docs[1].path == "facts/d2"
     assert [d.id for d in to_documents(_bundle().corpus, collection="c2")] == ["d2"]
+
+
+def test_take_balanced_takes_classes_in_turn() -> None:
+    from librarian.datasets import Question
+    from librarian.datasets.splits import take_balanced
+
+    qs = [Question(f"q{c}{i}", "?", ["a"], "train", f"QC{c}", "t", "kb") for c in (1, 2, 3) for i in range(4)]
+    picked = take_balanced(qs, 5)
+    assert [q.qclass for q in picked] == ["QC1", "QC2", "QC3", "QC1", "QC2"]
+    assert take_balanced(qs, -1) == qs and take_balanced(qs, 99) == qs
+    assert [q.id for q in qs][:2] == ["q10", "q11"]  # the input is not consumed
