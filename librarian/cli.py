@@ -15,7 +15,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str | None, str]] = {
     "demo": ("librarian.pipelines.demo:main", "the whole system at toy scale on one CPU machine"),
     "data": ("librarian.datasets.cli:main", "generate or convert a dataset to Parquet"),
-    "train_builder": (None, "Librarian Agents: builder RL with dense telescoping rewards"),
+    "train_builder": ("librarian.pipelines.train_builder:main", "Librarian Agents: builder RL with dense telescoping rewards"),
     "train_curator": ("librarian.pipelines.train_curator:main", "KBGym supervised curation (forward/backward passes)"),
     "train_researcher": (None, "JAM: verified-trajectory SFT then hint-guided GRPO"),
     "evaluate": ("librarian.pipelines.evaluate:main", "exams, baselines, metrics and plots"),

@@ -16,7 +16,7 @@ from librarian.workspace.growth import store_growth
 
 def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
-    code = main(["demo", f"out_dir={out}", "search.embedder=hashing", "curate_questions=10"])
+    code = main(["demo", f"out_dir={out}", "search.embedder=hashing", "rl=false", "curate_questions=10"])
     assert code == 0
     results = json.loads((out / "results.json").read_text())
     assert results["replay_identical"] is True and results["invariant_violations"] == 0

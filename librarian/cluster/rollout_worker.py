@@ -1,0 +1,229 @@
+"""`BuilderRolloutWorker`: a policy backend, workspaces and the episode loop; G builds per corpus.
+
+A `BuildJob` is one corpus at one step: the worker builds `group_size`
+workspaces from the corpus documents and runs the Librarian builder role on
+all of them in one batched episode loop. Every `probe_every` turns (at most
+`max_probes` times) the env wrapper freezes the workspace as Arrow IPC bytes
+for the probe pool; the final workspace is frozen too. Training jobs get a
+hint every `hint_every` turns (hint-guided GRPO); evaluation jobs never do.
+Each `RolloutRecord` carries the policy version that generated it.
+
+The backend is chosen by name (`hf` now, `vllm` later); weights are loaded
+through `weight_sync.apply_weights` before a job when the job asks for a newer
+version than the worker holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from librarian.cluster.faults import CrashPlan
+from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
+from librarian.cluster.weight_sync import WeightSyncError, apply_weights
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RolloutSpec:
+    """How a rollout worker builds: backend, role budget, sampling, probes, hints, threads."""
+
+    backend: str = "hf"  # hf | vllm | scripted (a teacher) ... any `make_backend` name
+    options: dict = field(default_factory=lambda: {"model": "smollm2"})
+    budget: int = 32  # builder actions per episode (paper 000 A.7 horizon 32)
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    probe_every: int = 8  # k
+    max_probes: int = 4
+    hint_every: int = 0  # K_h; 0: no hints
+    listing_lines: int = 40
+    torch_threads: int = 0  # 0: torch's default
+    crash: CrashPlan = field(default_factory=CrashPlan)
+
+
+@dataclass
+class BuildJob:
+    """One corpus to build `group_size` times; `hints` empty at evaluation."""
+
+    job_id: str
+    corpus_id: str
+    docs: list  # librarian.workspace.Document
+    group_size: int = 4
+    seed: int = 0
+    min_version: int = -1  # load published weights first when the worker is older
+    hints: list[HintReference] = field(default_factory=list)
+    greedy: bool = False
+    teacher: str = ""  # a scripted policy name: run it instead of the backend, tokenized by the backend
+    budget: int = 0  # builder actions; 0: the worker spec's budget
+
+
+@dataclass
+class RolloutRecord:
+    """One build: its trajectory, the version that produced it, the frozen probe and final workspaces."""
+
+    job_id: str
+    corpus_id: str
+    index: int
+    trajectory: Any  # librarian.roles.Trajectory
+    policy_version: int
+    probes: dict[int, bytes]  # builder turn (1-based) -> snapshot IPC bytes
+    final: bytes
+    build_costs: list[float]  # actions per turn
+    worker_pid: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.job_id, self.index)
+
+
+def build_task(ws: Any, listing_lines: int = 40) -> str:
+    """The builder's task message: how many raw documents, and the top of the workspace listing."""
+    from librarian.workspace import views
+
+    listing = views.ls(ws, "").text.splitlines()
+    more = [f"... ({len(listing) - listing_lines} more)"] if len(listing) > listing_lines else []
+    raw = sum(1 for n in ws if n.kind == "raw")
+    return (f"The workspace holds {raw} raw documents. Organise it for a reader with a small budget.\n"
+            + "\n".join(listing[:listing_lines] + more))
+
+
+class ProbingEnv:
+    """A builder `ToolEnv` that freezes the workspace at probe turns and adds training hints."""
+
+    def __init__(self, env: Any, workspace: Any, spec: RolloutSpec, hints: list[HintReference]) -> None:
+        from librarian.rewards.probes import ProbeSchedule
+
+        self.env = env
+        self.workspace = workspace
+        self.schedule = ProbeSchedule(every=spec.probe_every, max_probes=spec.max_probes)
+        self.hint_every = spec.hint_every if hints else 0
+        self.hints = hints
+        self.turn = 0
+        self.calls: list[dict] = []
+        self.probes: dict[int, bytes] = {}
+
+    def reset(self) -> Any:
+        return self.env.reset()
+
+    def answer_tools(self) -> Any:
+        return self.env.answer_tools()
+
+    def final_answer(self, text: str) -> Any:
+        return self.env.final_answer(text)
+
+    def step(self, text: str, actions_left: int) -> Any:
+        step = self.env.step(text, actions_left)
+        self.turn += 1
+        self.calls.extend({"name": c.name, "arguments": c.arguments} for c in step.calls)
+        if self.schedule.should_probe(self.turn, len(self.probes)):
+            self.probes[self.turn] = snapshot(self.workspace)
+        if self.hint_every and self.turn % self.hint_every == 0 and not step.terminated:
+            hint = builder_hint(self.hints, consolidated_sources(self.calls), self.turn)
+            if hint:
+                step = replace(step, observation=f"{step.observation}\n\n{hint}")
+        return step
+
+
+def snapshot(workspace: Any) -> bytes:
+    """A workspace as Arrow IPC stream bytes (what travels to the probe pool)."""
+    from librarian.workspace import codec
+
+    return codec.table_to_ipc_bytes(workspace.to_table())
+
+
+class TeacherBackend:
+    """A scripted policy whose messages are tokenized by a model backend, so they can be trained on (SFT)."""
+
+    def __init__(self, policy: str, tokenizer_backend: Any) -> None:
+        from librarian.models import make_backend
+
+        self.scripted = make_backend("scripted", policy=policy)
+        self.tok = tokenizer_backend
+        self.name = f"teacher:{policy}"
+
+    def render_prompt(self, messages: Any, tools: Any = None) -> str:
+        return self.tok.render_prompt(messages, tools)
+
+    def generate(self, conversations: Any, tools: Any, params: Any) -> list:
+        from librarian.models.base import Sample
+
+        out = []
+        for conv, row in zip(conversations, self.scripted.generate(conversations, tools, params), strict=True):
+            text = row[0].text
+            ids = tuple(self.tok.tokenizer(text, add_special_tokens=False)["input_ids"])
+            out.append([Sample(text=text, token_ids=ids, logprobs=(0.0,) * len(ids),
+                               prompt_token_ids=tuple(self.tok.encode_prompt(conv, tools)))] * params.n)
+        return out
+
+
+class BuilderRolloutWorker:
+    """Owns one policy backend; runs build jobs; loads published weights on demand."""
+
+    def __init__(self, spec: RolloutSpec) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        if spec.torch_threads:
+            import torch
+
+            torch.set_num_threads(spec.torch_threads)
+        from librarian.models import make_backend
+
+        self.spec = spec
+        self.backend = make_backend(spec.backend, **dict(spec.options))
+        self.version = int(getattr(self.backend, "policy_version", -1))
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def policy_version(self) -> int:
+        return self.version
+
+    def load(self, payload: Any) -> int:
+        """Load published weights (refuses to go back in time)."""
+        self.version = apply_weights(self.backend, payload)
+        return self.version
+
+    def sync(self, min_version: int, box: list) -> None:
+        """Fetch and load `box[0]` when this worker's weights are older than `min_version`."""
+        if self.version >= min_version:
+            return
+        if not box:
+            raise WeightSyncError(f"job needs policy version {min_version} but no weights were published")
+        import ray
+
+        payload = ray.get(box[0])
+        self.load(payload)
+        if self.version < min_version:
+            raise WeightSyncError(f"loaded version {self.version}, the job needs {min_version}")
+
+    def run(self, job: BuildJob, box: list | None = None) -> list[RolloutRecord]:
+        """Build the job's corpus `group_size` times; one record per build, in group order."""
+        from librarian.models.base import SamplingParams
+        from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
+        from librarian.workspace import Workspace
+
+        self.sync(job.min_version, box or [])
+        crash: CrashPlan = self.spec.crash
+        if crash.should_crash(job.job_id, 0):
+            crash.crash(job.job_id)
+        spec = self.spec
+        role = librarian_builder(budget=job.budget or spec.budget)
+        envs, spaces = [], []
+        for _ in range(job.group_size):
+            ws = Workspace.from_documents(job.docs)
+            spaces.append(ws)
+            env = ToolEnv(role, ToolContext(ws), build_task(ws, spec.listing_lines))
+            envs.append(ProbingEnv(env, ws, spec, job.hints))
+        temperature = 0.0 if job.greedy else spec.temperature
+        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=temperature,
+                                         top_p=spec.top_p, seed=job.seed))
+        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
+        trajectories = run_episodes(envs, backend, role, loop)
+        if crash.should_crash(job.job_id, job.group_size):
+            crash.crash(job.job_id)
+        return [RolloutRecord(job.job_id, job.corpus_id, i, traj, self.version, env.probes, snapshot(ws),
+                              [float(t.actions) for t in traj.turns], os.getpid())
+                for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]

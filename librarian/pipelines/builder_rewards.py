@@ -1,0 +1,104 @@
+"""Builder rewards: probe utilities of frozen workspaces, then per-turn dense telescoping rewards.
+
+`ProbeService` sends each distinct snapshot (by content hash) with its
+corpus's hidden questions to the probe pool once and turns the graded
+answers into paper 000's utility U(F) (`librarian.rewards.utility`). A
+rollout's per-turn rewards come from U(F_0), the probes at turns k, 2k, ...
+and the final workspace (`librarian.rewards.probe_rewards`), with the
+construction cost alpha x actions per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from librarian.rewards import RolloutOutcome, UtilityWeights, probe_rewards, utility
+
+
+@dataclass
+class RewardConfig:
+    """Probe schedule, terminal reward, discount and costs (paper 000 Eq. 1-4, A.7)."""
+
+    every: int = 8  # k: probe every k builder turns
+    max_probes: int = 4
+    terminal: str = "delta"  # delta: rewards telescope to U(F_T) - U(F_0) - alpha sum cost | score | none
+    gamma: float = 1.0
+    alpha: float = 0.0  # construction cost per builder action
+    lambda_tok: float = 0.0
+    lambda_read: float = 0.0
+    tok_scale: float = 1000.0
+    read_scale: float = 10.0
+    repeats: int = 1  # answering rollouts per question per probe
+
+    def weights(self) -> UtilityWeights:
+        return UtilityWeights(self.lambda_tok, self.lambda_read, self.tok_scale, self.read_scale)
+
+
+def exam_utility(results: Sequence[Any], weights: UtilityWeights) -> float:
+    """U(F) from graded answers (`ExamResult`s): F1 as correctness, tokens and files read as costs."""
+    outcomes = [RolloutOutcome(r.qid, r.f1, float(r.tokens_read), float(r.files_read)) for r in results]
+    return utility(outcomes, weights).utility
+
+
+class ProbeService:
+    """Utilities of snapshots on their corpus's hidden questions, through a probe runner, cached by hash."""
+
+    def __init__(self, run: Any, questions: dict[str, list], cfg: RewardConfig) -> None:
+        """`run(snapshot_bytes, questions, repeats) -> [ExamResult]` (a `ProbePool.run` or `exam.run_local`)."""
+        self.run = run
+        self.questions = questions
+        self.cfg = cfg
+        self.weights = cfg.weights()
+        self.cache: dict[tuple[str, str], float] = {}
+        self.probes_run = 0
+
+    def utility(self, data: bytes, corpus_id: str) -> float:
+        from librarian.evaluation.exam import snapshot_key
+
+        key = (snapshot_key(data), corpus_id)
+        if key not in self.cache:
+            results = self.run(data, self.questions[corpus_id], self.cfg.repeats)
+            self.cache[key] = exam_utility(results, self.weights)
+            self.probes_run += 1
+        return self.cache[key]
+
+
+def fold_tokenless(rewards: Sequence[float], has_tokens: Sequence[bool]) -> list[float]:
+    """Rewards of the turns with tokens; a tokenless turn's reward goes to the nearest earlier tokened turn
+    (the next one when none is earlier), so the sum is unchanged."""
+    if len(rewards) != len(has_tokens):
+        raise ValueError(f"{len(rewards)} rewards for {len(has_tokens)} turns")
+    idx = [i for i, h in enumerate(has_tokens) if h]
+    if not idx:
+        return []
+    out = {i: float(rewards[i]) for i in idx}
+    for i, (r, h) in enumerate(zip(rewards, has_tokens, strict=True)):
+        if not h:
+            target = max((j for j in idx if j < i), default=min(idx))
+            out[target] += float(r)
+    return [out[i] for i in idx]
+
+
+@dataclass
+class RolloutRewards:
+    """One rollout's per-turn rewards (all turns), U(F_0), the probe utilities and U(F_T)."""
+
+    turn_rewards: list[float]
+    initial: float
+    probes: dict[int, float]
+    final: float
+    sparse: float
+
+
+def rollout_rewards(record: Any, initial: float, probes: ProbeService, cfg: RewardConfig) -> RolloutRewards:
+    """Per-turn rewards of one `RolloutRecord` from its probe snapshots and final workspace."""
+    from librarian.rewards import sparse_reward
+
+    turns = len(record.trajectory.turns)
+    at = {t: probes.utility(b, record.corpus_id) for t, b in record.probes.items()}
+    final = probes.utility(record.final, record.corpus_id)
+    rewards = probe_rewards(turns, initial, at, final, build_costs=record.build_costs, alpha=cfg.alpha,
+                            gamma=cfg.gamma, terminal=cfg.terminal)  # type: ignore[arg-type]
+    return RolloutRewards(rewards, initial, at, final, sparse_reward(final, record.build_costs, cfg.alpha))

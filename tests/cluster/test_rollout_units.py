@@ -1,0 +1,137 @@
+"""Rollout pieces without Ray: rewards telescoping over real builds, folding, hints, the off-policy limit."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
+from librarian.cluster.weight_sync import WeightSyncError, filter_stale
+from librarian.pipelines.builder_rewards import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+    from librarian.pipelines.builder_corpora import make_corpora
+
+    kb = build_kbgym(people=60, seed=1, sizes=SplitSizes(train=30, test_in=20, test_out=10, eval_in=5, eval_out=5))
+    return make_corpora(kb, 1, questions=2, docs=10, splits=("train",), seed=1, prefix="c")[0]
+
+
+@pytest.fixture(scope="module")
+def builds(corpus):
+    """Real builds in-process: the scripted builder as a teacher (tokenized) with probes every 2 turns."""
+    from librarian.cluster.rollout_worker import BuilderRolloutWorker, BuildJob, RolloutSpec
+
+    worker = BuilderRolloutWorker(RolloutSpec(options={"model": "tiny"}, budget=12, probe_every=2, max_probes=3))
+    return worker.run(BuildJob("j0", corpus.corpus_id, corpus.docs, 1, 0, -1, [], True, "librarian_builder"))
+
+
+def _service(corpus, cfg):
+    from librarian.evaluation.exam import ExamRunner, ReaderSpec, run_local
+
+    spec = ReaderSpec(budget=4)
+    runner = ExamRunner(spec)
+    return ProbeService(lambda data, qs, rep: run_local(data, qs, spec, rep, runner=runner),
+                        {corpus.corpus_id: corpus.questions}, cfg)
+
+
+def test_teacher_build_has_tokens_probes_and_changes_the_store(builds):
+    rec = builds[0]
+    traj = rec.trajectory
+    assert traj.end == "done" and all(t.has_tokens for t in traj.turns)
+    assert sorted(rec.probes) == [2, 4, 6]
+    assert any(c["name"] == "create_file" for t in traj.turns for c in t.calls)
+    assert rec.final not in rec.probes.values()  # the store kept changing after the last probe
+    assert rec.build_costs == [float(t.actions) for t in traj.turns]
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.9])
+def test_per_turn_rewards_telescope_to_the_sparse_reward(builds, corpus, gamma):
+    from librarian.cluster.rollout_worker import snapshot
+    from librarian.rewards import discounted_return
+    from librarian.workspace import Workspace
+
+    cfg = RewardConfig(every=2, max_probes=3, terminal="delta", alpha=0.01, gamma=gamma, lambda_tok=0.5,
+                       tok_scale=100.0)
+    probes = _service(corpus, cfg)
+    u0 = probes.utility(snapshot(Workspace.from_documents(corpus.docs)), corpus.corpus_id)
+    rec = builds[0]
+    w = rollout_rewards(rec, u0, probes, cfg)
+    T = len(rec.trajectory.turns)
+    assert len(w.turn_rewards) == T
+    costs = sum(gamma ** t * c for t, c in enumerate(rec.build_costs))
+    expect = gamma ** T * w.final - u0 - cfg.alpha * costs  # Eq. 4; at gamma = 1: r_sparse - U(F_0)
+    assert math.isclose(discounted_return(w.turn_rewards, gamma), expect, abs_tol=1e-9)
+    if gamma == 1.0:
+        assert math.isclose(sum(w.turn_rewards), w.sparse - u0, abs_tol=1e-9)
+    assert w.final != u0 or any(v != u0 for v in w.probes.values()) or cfg.alpha  # rewards are not all trivial
+
+
+def test_probe_service_caches_by_snapshot(builds, corpus):
+    probes = _service(corpus, RewardConfig())
+    rec = builds[0]
+    a = probes.utility(rec.final, corpus.corpus_id)
+    runs = probes.probes_run
+    assert probes.utility(rec.final, corpus.corpus_id) == a and probes.probes_run == runs
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-5, 5), st.booleans()), min_size=1, max_size=12))
+def test_fold_tokenless_keeps_the_sum(pairs):
+    rewards = [r for r, _ in pairs]
+    tokens = [h for _, h in pairs]
+    out = fold_tokenless(rewards, tokens)
+    assert len(out) == sum(tokens)
+    if any(tokens):
+        assert math.isclose(sum(out), sum(rewards), abs_tol=1e-9)
+
+
+def test_fold_tokenless_moves_to_the_earlier_turn():
+    assert fold_tokenless([1.0, 2.0, 4.0], [True, False, True]) == [3.0, 4.0]
+    assert fold_tokenless([1.0, 2.0], [False, True]) == [3.0]
+    with pytest.raises(ValueError, match="2 rewards for 3 turns"):
+        fold_tokenless([1.0, 2.0], [True] * 3)
+
+
+def test_filter_stale_drops_or_keeps():
+    items, versions = ["a", "b", "c"], [5, 3, 4]
+    kept, rep = filter_stale(items, versions, current=5, max_staleness=1)
+    assert kept == ["a", "c"] and rep.dropped == 1 and rep.max_staleness_seen == 2
+    kept, rep = filter_stale(items, versions, current=5, max_staleness=1, policy="keep")
+    assert kept == items and rep.dropped == 0
+    with pytest.raises(WeightSyncError, match="newer than the learner"):
+        filter_stale(items, [6, 5, 5], current=5, max_staleness=1)
+    with pytest.raises(WeightSyncError, match="off_policy.stale"):
+        filter_stale(items, versions, 5, 1, policy="maybe")  # type: ignore[arg-type]
+
+
+def test_hints_name_unconsolidated_evidence_and_stop_when_done():
+    refs = [HintReference("Q1?", ("x",), ("facts/a", "facts/b")), HintReference("Q2?", ("y",), ("facts/c",))]
+    first = builder_hint(refs, set(), turn=0)
+    assert first is not None and "Q1?" in first and "facts/a, facts/b" in first and "answer: x" in first
+    calls = [{"name": "create_file", "arguments": {"sources": ["facts/a", "facts/b"]}}, {"name": "read"}]
+    done = consolidated_sources(calls)
+    assert done == {"facts/a", "facts/b"}
+    second = builder_hint(refs, done, turn=0)
+    assert second is not None and "Q2?" in second
+    assert builder_hint(refs, done | {"facts/c"}, turn=3) is None
+
+
+def test_hints_reach_training_rollouts_only(corpus):
+    from librarian.cluster.rollout_worker import BuilderRolloutWorker, BuildJob, RolloutSpec
+
+    worker = BuilderRolloutWorker(RolloutSpec(backend="scripted", options={"policy": "librarian_builder"},
+                                              budget=6, hint_every=2))
+    train = worker.run(BuildJob("t", corpus.corpus_id, corpus.docs, 1, 0, hints=corpus.hints()))[0]
+    exam = worker.run(BuildJob("e", corpus.corpus_id, corpus.docs, 1, 0))[0]
+    hinted = [t.index for t in train.trajectory.turns if "Hint: readers will ask" in t.observation]
+    assert hinted and all((i + 1) % 2 == 0 for i in hinted)
+    assert not any("Hint:" in t.observation for t in exam.trajectory.turns)

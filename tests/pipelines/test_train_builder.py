@@ -1,0 +1,149 @@
+"""`librarian train_builder` end to end on local Ray with a tiny random model.
+
+Three runs share one Ray session: A (3 steps, 2 rollout workers, the probe
+pool, a rollout worker killed mid-batch at step 1), B (2 steps, checkpoints)
+and C (resumed from B's step-1 checkpoint for step 2). B matches A on steps 0
+and 1 (the redone job is the same work) and C's step 2 matches A's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+
+import pytest
+
+from librarian.config import ConfigError, load_config
+from librarian.pipelines.builder_config import TrainBuilderConfig
+from librarian.pipelines.train_builder import check
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+BASE = ["rollout.options={model: tiny}", "rollout.cpus_per_worker=0.5", "ray.learner_cpus=0.5", "rollout.budget=3",
+        "rollout.max_new_tokens=10", "rollout.torch_threads=1", "learner.batch_size=2", "learner.group_size=2",
+        "learner.lora.rank=4", "learner.lora.alpha=8", "learner.lr=1e-3", "reward.every=1", "reward.max_probes=2",
+        "reward.alpha=0.01", "sft.corpora=2", "sft.budget=10", "data.train_corpora=4", "data.exam_corpora=1",
+        "rollout.hint_every=2", "probe.budget=4"]
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    import ray
+
+    ray.init(num_cpus=4, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
+             log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+def _run(args):
+    from librarian.pipelines.train_builder import run
+
+    return run(load_config(TrainBuilderConfig, BASE + args))
+
+
+@pytest.fixture(scope="module")
+def runs(ray_session, tmp_path_factory):
+    root = tmp_path_factory.mktemp("tb")
+    a = _run([f"out_dir={root / 'a'}", "steps=3", "rollout.workers=2", "probe.workers=1",
+              "rollout.crash.jobs=[s1-b0-c2]", f"rollout.crash.marker_dir={root / 'markers'}",
+              "checkpoint_every=1"])
+    b = _run([f"out_dir={root / 'b'}", "steps=2", "rollout.workers=1", "probe.workers=0", "exam.enabled=false"])
+    c = _run([f"out_dir={root / 'c'}", "steps=3", "rollout.workers=1", "probe.workers=0", "exam.enabled=false",
+              f"resume={root / 'b' / 'checkpoints' / 'step_1'}"])
+    return root, a, b, c
+
+
+@pytest.mark.slow
+def test_two_plus_steps_learn_on_ray(runs):
+    from librarian.learner import checkpoint
+
+    root, a, _, _ = runs
+    assert a["grpo_steps"] == 3 and a["sft"]["sft_steps"] >= 1
+    assert a["policy_version"] == a["sft"]["sft_steps"] + 3  # one version per update, SFT included
+    for h in a["history"]:
+        assert math.isfinite(h["loss"]) and h["grad_norm"] > 0 and h["staleness"] == 0
+    w0 = checkpoint.read_tensor(root / "a" / "checkpoints" / "step_0", "weights")
+    w2 = checkpoint.read_tensor(root / "a" / "checkpoints" / "step_2", "weights")
+    assert any(not (w0[k] == w2[k]).all() for k in w0)  # the adapter moved
+    assert {r["name"] for r in a["rows"]} == {"flat", "scripted_builder", "trained_builder"}
+    assert (root / "a" / "report.html").is_file() and (root / "a" / "learning_curve.png").is_file()
+
+
+@pytest.mark.slow
+def test_killed_worker_loses_and_doubles_nothing(runs):
+    root, a, b, _ = runs
+    assert a["rollout_failures"] == 1 and (root / "markers" / "crashed-s1-b0-c2").is_file()
+    rows = [json.loads(line) for line in (root / "a" / "trajectories.jsonl").read_text().splitlines()]
+    per_step = Counter(r["step"] for r in rows)
+    assert per_step == {0: 4, 1: 4, 2: 4}  # batch 2 x group 2 each step
+    assert len({(r["job"], r["index"]) for r in rows}) == len(rows)
+    for x, y in zip(a["history"][:2], b["history"], strict=True):  # the redone job is the same work
+        assert x["reward"] == pytest.approx(y["reward"]) and x["loss"] == pytest.approx(y["loss"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_rewards_telescope_per_build(runs):
+    root, a, _, _ = runs
+    for line in (root / "a" / "trajectories.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        actions = sum(t["actions"] for t in r["turns"])
+        total = sum(t["reward"] for t in r["turns"])
+        assert total == pytest.approx(r["final_utility"] - r["initial_utility"] - 0.01 * actions, abs=1e-9)
+
+
+@pytest.mark.slow
+def test_resume_after_step_two_matches_the_uninterrupted_run(runs):
+    _, a, _, c = runs
+    assert c["first_step"] == 2 and c["grpo_steps"] == 1
+    x, y = a["history"][2], c["history"][0]
+    assert y["reward"] == pytest.approx(x["reward"])
+    assert y["loss"] == pytest.approx(x["loss"], abs=1e-5) and y["grad_norm"] == pytest.approx(x["grad_norm"], rel=1e-3)
+    assert c["policy_version"] == a["policy_version"]
+
+
+@pytest.mark.slow
+def test_mlflow_has_the_per_step_metrics(runs):
+    from mlflow import MlflowClient
+
+    from librarian.tracking import metric_history
+
+    _, a, _, _ = runs
+    client = MlflowClient(a["mlflow"]["tracking_uri"])
+    assert [s for s, _ in metric_history(client, a["mlflow"]["run_id"], "loss")] == [0, 1, 2]
+    assert metric_history(client, a["mlflow"]["run_id"], "rollout_turns_per_s")
+
+
+def test_config_errors_name_the_key():
+    with pytest.raises(ConfigError, match="did you mean 'rollout.workers'"):
+        load_config(TrainBuilderConfig, ["rollout.worker=3"])
+    with pytest.raises(ConfigError, match="learner.temperature"):
+        check(load_config(TrainBuilderConfig, ["rollout.temperature=0.7"]))
+    with pytest.raises(ConfigError, match="rollout.temperature must be > 0"):
+        check(load_config(TrainBuilderConfig, ["rollout.temperature=0", "learner.temperature=1.0"]))
+
+
+def test_presets_load():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "configs"
+    for name in ("train_builder.yaml", "demo.yaml", "cluster.yaml"):
+        if (root / name).is_file():
+            check(load_config(TrainBuilderConfig, [f"config={root / name}"]))
+
+
+def test_demo_preset_matches_configs_demo_yaml():
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from librarian.pipelines.demo_rl import DEMO_PRESET, demo_config
+
+    yaml = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    assert OmegaConf.to_container(OmegaConf.load(yaml)) == DEMO_PRESET
+    cfg = demo_config("x", {"steps": 4})
+    check(cfg)
+    assert cfg.out_dir == "x" and cfg.steps == 4 and cfg.rollout.options == {"model": "smollm2"}
