@@ -3,7 +3,9 @@
 Readers: `kbgym` (search / read(id) / answer; default backend: the scripted
 KBGym reader), `librarian` (the Librarian answerer: list / read(path) /
 answer; default backend: hf with the bundled SmolLM2), `jam` (the JAM
-researcher, not built yet). Any backend by name (`--backend`, options with
+researcher: open / search / browse in rounds, then finalize; default backend:
+the scripted researcher; its answer is the context it finalized, its sources
+the raw sessions). Any backend by name (`--backend`, options with
 `--backend-arg key=value`). Prints each answer, the files the reader read and
 their provenance paths back to raw documents; `--trace` prints every tool
 call. With `--questions FILE` (or `-` for stdin) it answers in batch and
@@ -31,8 +33,9 @@ from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 
 log = logging.getLogger("librarian.ask")
 READERS = ("kbgym", "librarian", "jam")
-READ_TOOLS = frozenset({"read", "open"})
-DEFAULT_BACKEND = {"kbgym": ("scripted", {"policy": "kbgym_reader"}), "librarian": ("hf", {"model": "smollm2"})}
+READ_TOOLS = frozenset({"read", "open", "browse"})
+DEFAULT_BACKEND = {"kbgym": ("scripted", {"policy": "kbgym_reader"}), "librarian": ("hf", {"model": "smollm2"}),
+                   "jam": ("scripted", {"policy": "jam_researcher"})}
 
 
 @dataclass
@@ -51,13 +54,14 @@ class AskConfig:
 def make_role(reader: str, budget: int | None):
     """The reader role for `--reader`."""
     from librarian.roles import kbgym_reader, librarian_answerer
+    from librarian.roles.definitions import jam_researcher
 
     if reader == "kbgym":
         return kbgym_reader() if budget is None else kbgym_reader(budget=budget)
     if reader == "librarian":
         return librarian_answerer() if budget is None else librarian_answerer(budget=budget)
     if reader == "jam":
-        raise InputError("the JAM researcher role is not built yet; use --reader kbgym or --reader librarian")
+        return jam_researcher() if budget is None else jam_researcher(budget=budget)
     raise InputError(f"unknown reader {reader!r}; choose one of {', '.join(READERS)}")
 
 
@@ -84,10 +88,17 @@ def files_read(src: Any, traj: Any) -> list[str]:
 def record(item: AskItem, traj: Any, src: Any, with_trace: bool) -> dict[str, Any]:
     """One question's JSON record: answer, score, files read, provenance, costs (and the trace)."""
     from librarian.datasets.scoring import score
+    from librarian.roles.researcher_tools import JAM_RESEARCHER, finalized
 
     read = files_read(src, traj)
     rec: dict[str, Any] = {"id": item.id, "question": item.question, "answer": traj.answer, "end": traj.end,
-                           "files_read": read, "nodes_seen": len(traj.nodes_touched), "actions": traj.actions, "est_tokens_read": traj.est_tokens_read}
+                           "files_read": read, "nodes_seen": len(traj.nodes_touched), "actions": traj.actions,
+                           "est_tokens_read": traj.est_tokens_read}
+    if traj.role == JAM_RESEARCHER:  # the answer is the finalized context; its sources are raw sessions
+        result = finalized(traj.answer)
+        rec["answer"] = result.context if traj.answer is not None else None
+        rec["sources"] = [n.path if (n := src.get(i)) is not None else i for i in result.sources]
+        rec["cited"], rec["sufficient"] = list(result.cited), result.sufficient
     prov = {}
     for path in read:
         node = src.by_path(path)
@@ -114,19 +125,25 @@ def answer(opened: OpenedWorkspace, items: Sequence[AskItem], cfg: AskConfig, ba
     from librarian.models.base import SamplingParams
     from librarian.roles import LoopConfig, ToolContext, ToolEnv, run_episodes
     from librarian.roles.kbgym_passes import forward_task
+    from librarian.roles.researcher import ResearchEnv
 
     role = make_role(cfg.reader, cfg.budget)
-    if cfg.reader == "kbgym" and opened.index is None:
-        raise InputError(f"{opened.snapshot_path}: the kbgym reader searches, but no saved index was found beside "
-                         "the snapshot; build the workspace with `librarian build` or use --reader librarian")
+    if cfg.reader in ("kbgym", "jam") and opened.index is None:
+        raise InputError(f"{opened.snapshot_path}: the {cfg.reader} reader searches, but no saved index was found "
+                         "beside the snapshot; build the workspace with `librarian build` or use --reader librarian")
     backend = backend if backend is not None else make_reader_backend(cfg)
-    ctx = ToolContext(opened.source, index=opened.index, search_mode=cfg.search_mode)
+    mode = cfg.search_mode
+    if cfg.reader == "jam" and getattr(opened.index, "embedder", None) is not None:
+        mode = "hybrid"  # the researcher's search is BM25 + dense when the index has vectors
+    ctx = ToolContext(opened.source, index=opened.index, search_mode=mode)
+    env_type = ResearchEnv if cfg.reader == "jam" else ToolEnv
     loop = LoopConfig(SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=0.0))
     out: list[dict[str, Any]] = []
     with tqdm(total=len(items), desc=f"asking ({cfg.reader})", unit="question", disable=len(items) < 2) as bar:
         for start in range(0, len(items), cfg.batch):
             chunk = items[start:start + cfg.batch]
-            envs = [ToolEnv(role, ctx, forward_task(item.question)) for item in chunk]
+            envs = [env_type(role, ctx, item.question if cfg.reader == "jam" else forward_task(item.question))
+                    for item in chunk]
             for item, traj in zip(chunk, run_episodes(envs, backend, role, loop), strict=True):
                 out.append(record(item, traj, opened.source, with_trace))
             bar.update(len(chunk))
@@ -160,6 +177,9 @@ def print_record(rec: dict[str, Any], with_trace: bool, stream: Any = None) -> N
         w(f"  {path}\n")
         for chain in rec["provenance"].get(path, []):
             w(f"    provenance: {' -> '.join(chain)}\n")
+    if "sources" in rec:
+        w(f"sources ({'sufficient' if rec['sufficient'] else 'not judged sufficient'}): "
+          f"{', '.join(rec['sources']) or 'none'}\n")
     if with_trace:
         w("trace:\n")
         for i, turn in enumerate(rec.get("trace", []), start=1):

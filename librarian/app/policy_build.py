@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.workspace import Workspace, views
+from librarian.roles.builder_task import build_task
+from librarian.workspace import Workspace
 
 
 @dataclass
@@ -27,14 +28,6 @@ class PolicyCost:
     model_calls: int = 0
     tokens_generated: int = 0
     actions: int = 0
-
-
-def build_task(ws: Workspace, listing_lines: int = 40) -> str:
-    """The builder's task message: what the workspace holds, and the top of its listing."""
-    listing = views.ls(ws, "").text.splitlines()
-    more = [f"... ({len(listing) - listing_lines} more)"] if len(listing) > listing_lines else []
-    return (f"The workspace holds {sum(1 for n in ws if n.kind == 'raw')} raw documents. "
-            "Organise it for a reader with a small budget.\n" + "\n".join(listing[:listing_lines] + more))
 
 
 def run_policy_build(ws: Workspace, backend_name: str, backend_args: dict[str, Any], budget: int,

@@ -23,6 +23,7 @@ from typing import Any
 from librarian.cluster.faults import CrashPlan
 from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.weight_sync import WeightSyncError, apply_weights
+from librarian.roles.builder_task import build_task
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +79,6 @@ class RolloutRecord:
     @property
     def key(self) -> tuple[str, int]:
         return (self.job_id, self.index)
-
-
-def build_task(ws: Any, listing_lines: int = 40) -> str:
-    """The builder's task message: how many raw documents, and the top of the workspace listing."""
-    from librarian.workspace import views
-
-    listing = views.ls(ws, "").text.splitlines()
-    more = [f"... ({len(listing) - listing_lines} more)"] if len(listing) > listing_lines else []
-    raw = sum(1 for n in ws if n.kind == "raw")
-    return (f"The workspace holds {raw} raw documents. Organise it for a reader with a small budget.\n"
-            + "\n".join(listing[:listing_lines] + more))
 
 
 class ProbingEnv:

@@ -79,6 +79,7 @@ def first_hit_reader(messages: Sequence[Message], tools: Sequence[ToolSchema] | 
 SCRIPTED_POLICIES: dict[str, Callable[..., str] | str] = {
     "kbgym_first_hit": first_hit_reader,
     "kbgym_reader": "librarian.models.scripted_reader:KBGymReader",
+    "reactive_reader": "librarian.models.scripted_reactive:ReactiveReader",
     "kbgym_curator": "librarian.models.scripted_curator:KBGymCurator",
     "librarian_builder": "librarian.models.scripted_builder:HeuristicBuilder",
     "jam_researcher": "librarian.models.scripted_researcher:ScriptedResearcher",

@@ -9,7 +9,9 @@ Reads top to bottom:
    (`flattened`, `shuffled`) of the store named by `ablation_base`;
 3. examine every store with the same reader and budget on the same questions
    (and the key-coverage gradient groups), in parallel over questions through
-   the Ray probe pool (`workers: 0` runs the plain in-process loop);
+   the Ray probe pool (`workers: 0` runs the plain in-process loop); then each
+   extra reader arm in `readers` (e.g. the reactive retrieve-and-read readers
+   over BM25, dense and hybrid search) on the flat store, in-process;
 4. compare each store with the flat store: F1, mean actions, rho, bootstrap
    CIs, tokens and files read, coverage, structure statistics;
 5. write results.json (`rows`), results.md, exams.jsonl, plots (rho against
@@ -33,7 +35,7 @@ from librarian.datasets.splits import take_balanced
 from librarian.evaluation.exam import ReaderSpec
 
 log = logging.getLogger("librarian.evaluate")
-BASELINE_STORES = ("flat", "graphrag", "hipporag", "raptor")
+BASELINE_STORES = ("flat", "graphrag", "hipporag", "raptor", "autocompaction", "untrained_builder")
 ABLATIONS = ("flattened", "shuffled")
 
 
@@ -71,6 +73,7 @@ class EvaluateConfig:
     baseline_options: dict = field(default_factory=dict)  # name -> options (e.g. raptor: {embedder: minilm})
     curated: CuratedConfig = field(default_factory=CuratedConfig)
     reader: ReaderSpec = field(default_factory=ReaderSpec)
+    readers: dict = field(default_factory=dict)  # extra reader arms on the flat store: row -> fields over `reader`
     workers: int = 2  # Ray probe workers (0: the plain in-process loop)
     chunk: int = 16  # questions per probe task
     n_boot: int = 2000
@@ -99,9 +102,48 @@ def _check(cfg: EvaluateConfig) -> None:
     bad = [k for k in cfg.baseline_options if k not in BASELINES]
     if bad:
         raise ConfigError(f"baseline_options: unknown baseline(s) {bad}; known: {', '.join(BASELINES)}")
+    taken = {*cfg.stores, *cfg.snapshots, *cfg.ablations}
+    bad = [r for r in cfg.readers if r in taken]
+    if bad:
+        raise ConfigError(f"readers: arm name(s) {bad} are already store names; name reader arms apart")
+    for spec in reader_arms(cfg).values():
+        spec.check()
     if cfg.workers < 0 or cfg.chunk < 1:
         raise ConfigError(f"workers must be >= 0 and chunk >= 1, got {cfg.workers} and {cfg.chunk}")
     cfg.reader.check()
+
+
+def reader_arms(cfg: EvaluateConfig) -> dict[str, ReaderSpec]:
+    """The extra reader arms: each a `ReaderSpec`, the fields it names merged over `cfg.reader`."""
+    base = OmegaConf.structured(cfg.reader)
+    arms = {}
+    for name, fields in cfg.readers.items():
+        try:
+            arms[name] = OmegaConf.to_object(OmegaConf.merge(base, fields or {}))
+        except Exception as exc:  # OmegaConf's errors name the bad key
+            raise ConfigError(f"readers.{name}: {exc}") from None
+    return arms
+
+
+def exam_readers(cfg: EvaluateConfig, flat_data: bytes, questions: list, group_qs: list) -> dict[str, tuple]:
+    """Each reader arm on the flat store, in-process: name -> (exam, gradient exam, seconds).
+
+    Arms that differ only in search mode share one runner (one index and
+    embedding of the store), with the mode swapped between exams.
+    """
+    from librarian.evaluation.exam import ExamRunner, run_local
+
+    runners: dict[str, ExamRunner] = {}
+    out = {}
+    for name, spec in reader_arms(cfg).items():
+        key = repr((spec.search, spec.backend, spec.options, spec.role))
+        runner = runners.setdefault(key, ExamRunner(spec))
+        runner.spec = spec
+        t0 = time.perf_counter()
+        exam = run_local(flat_data, questions, spec, runner=runner, chunk=cfg.chunk)
+        grad = run_local(flat_data, group_qs, spec, runner=runner, chunk=cfg.chunk) if group_qs else []
+        out[name] = (exam, grad, time.perf_counter() - t0)
+    return out
 
 
 def _load_snapshot(target: str) -> Any:
@@ -221,6 +263,15 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
     finally:
         if pool is not None:
             pool.close()
+    if cfg.readers:
+        flat_data = codec.table_to_ipc_bytes(stores["flat"]["workspace"].to_table())
+        for name, (exam, grad, secs) in exam_readers(cfg, flat_data, questions, group_qs).items():
+            spec = reader_arms(cfg)[name]
+            stores[name] = {**stores["flat"], "ops": 0, "construction_tokens": 0, "build_s": 0.0, "exam_s": secs,
+                            "info": {"store": "flat", "reader": spec.options, "search_mode": spec.search_mode}}
+            exams[name], grad_exams[name] = exam, grad
+            s = summarize(exam)
+            log.info("exam %s (flat store): F1 %.3f, %.2f actions (%.1f s)", name, s["f1"], s["actions"], secs)
 
     log.info("4/5 comparing with the flat store")
     supports = [q.support for q in questions if q.support]

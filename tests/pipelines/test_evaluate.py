@@ -20,7 +20,8 @@ def test_reduced_evaluation_compares_every_store_with_the_flat_one(tmp_path) -> 
     assert main(["evaluate", *REDUCED, f"out_dir={out}"]) == 0
     r = json.loads((out / "results.json").read_text())
     rows = {row["name"]: row for row in r["rows"]}
-    assert list(rows) == ["flat", "graphrag", "hipporag", "raptor", "curated", "flattened", "shuffled"]
+    assert list(rows) == ["flat", "graphrag", "hipporag", "raptor", "autocompaction", "curated", "flattened",
+                          "shuffled", "reactive_bm25"]
     for row in rows.values():
         assert row["n"] == 20 and 0 <= row["f1"] <= 1 and row["actions"] > 0
         assert row["rho_ci"][0] <= row["rho"] <= row["rho_ci"][1]
@@ -37,7 +38,7 @@ def test_reduced_evaluation_compares_every_store_with_the_flat_one(tmp_path) -> 
     report = (out / "report.html").read_text()
     assert "data:image/png;base64," in report and "hipporag" in report
     lines = (out / "exams.jsonl").read_text().splitlines()
-    assert len(lines) == 7 * 20 + 7 * 20  # every store on the questions and on 4 gradient groups of 5
+    assert len(lines) == 9 * 20 + 9 * 20  # every row on the questions and on 4 gradient groups of 5
     from mlflow import MlflowClient
 
     from librarian.tracking.tracker import metric_history
@@ -54,3 +55,27 @@ def test_bad_configs_are_refused_with_a_reason(tmp_path, capsys) -> None:
     assert "unknown ['magic']" in capsys.readouterr().out
     assert main(["evaluate", f"out_dir={tmp_path}", "ablations=[flattened]", "stores=[flat]"]) == 2
     assert "ablation_base" in capsys.readouterr().out
+
+
+def test_reader_arms_and_the_new_baselines_appear_as_rows(tmp_path) -> None:
+    out = tmp_path / "arms"
+    arms = ("readers={reactive_bm25: {options: {policy: reactive_reader}}, "
+            "reactive_dense: {options: {policy: reactive_reader}, search_mode: dense, search: {embedder: hashing}}, "
+            "reactive_hybrid: {options: {policy: reactive_reader}, search_mode: hybrid, "
+            "search: {embedder: hashing}}}")
+    assert main(["evaluate", "--config", "configs/evaluate_kbgym.yaml", "people=80", "questions=12", "gradient=3",
+                 "workers=0", "n_boot=100", "stores=[flat,autocompaction,untrained_builder]", "ablations=[]",
+                 "baseline_options.untrained_builder={backend: hf, backend_args: {model: tiny}, budget: 2, "
+                 "max_new_tokens: 16}", arms, f"out_dir={out}"]) == 0
+    r = json.loads((out / "results.json").read_text())
+    rows = {row["name"]: row for row in r["rows"]}
+    assert list(rows) == ["flat", "autocompaction", "untrained_builder", "reactive_bm25", "reactive_dense",
+                          "reactive_hybrid"]
+    assert rows["autocompaction"]["ops"] > 1 and rows["untrained_builder"]["info"]["actions"] <= 2
+    for name in ("reactive_bm25", "reactive_dense", "reactive_hybrid"):
+        row = rows[name]
+        assert row["n"] == 12 and row["info"]["store"] == "flat" and row["files_read"] == 0
+        assert row["actions"] <= 3 and row["rho"] < 1.0  # fewer actions than the navigating reader
+    assert rows["reactive_bm25"]["f1"] > 0
+    assert rows["reactive_dense"]["info"]["search_mode"] == "dense"
+    assert main(["evaluate", f"out_dir={tmp_path}", "readers={flat: {}}"]) == 2

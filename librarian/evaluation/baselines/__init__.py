@@ -7,6 +7,8 @@ records its ops in the new workspace's trace:
 - `graphrag`: entity co-occurrence communities, one summary per community;
 - `hipporag`: triples per document, entity hub documents, entity-sharing links;
 - `raptor`: a clustered tree of summaries;
+- `autocompaction`: the corpus compacted chunk by chunk into summary files;
+- `untrained_builder`: one episode of the Librarian builder role with an untrained policy;
 - `flattened`, `shuffled`: ablations of a frozen (usually trained) store.
 
 `build_baseline(name, ws, **options)` picks one by name; unknown options are
@@ -20,10 +22,12 @@ from dataclasses import fields
 from typing import Any
 
 from librarian.evaluation.baselines.ablations import AblationOptions, build_flattened, build_shuffled
+from librarian.evaluation.baselines.autocompaction import AutoCompactionOptions, build_autocompaction
 from librarian.evaluation.baselines.common import BaselineError, BuildResult, extractive_summary
 from librarian.evaluation.baselines.graphrag import GraphRAGOptions, build_graphrag
 from librarian.evaluation.baselines.hipporag import HippoRAGOptions, build_hipporag
 from librarian.evaluation.baselines.raptor import RaptorOptions, build_raptor
+from librarian.evaluation.baselines.untrained import UntrainedBuilderOptions, build_untrained_builder
 from librarian.workspace import Workspace
 
 
@@ -37,6 +41,8 @@ BASELINES: dict[str, tuple[Callable[..., BuildResult], type | None]] = {
     "graphrag": (build_graphrag, GraphRAGOptions),
     "hipporag": (build_hipporag, HippoRAGOptions),
     "raptor": (build_raptor, RaptorOptions),
+    "autocompaction": (build_autocompaction, AutoCompactionOptions),
+    "untrained_builder": (build_untrained_builder, UntrainedBuilderOptions),
     "flattened": (build_flattened, AblationOptions),
     "shuffled": (build_shuffled, AblationOptions),
 }
@@ -61,6 +67,7 @@ def build_baseline(name: str, ws: Workspace, **options: Any) -> BuildResult:
     return result
 
 
-__all__ = ["ABLATIONS", "BASELINES", "AblationOptions", "BaselineError", "BuildResult", "GraphRAGOptions",
-           "HippoRAGOptions", "RaptorOptions", "build_baseline", "build_flat", "build_flattened", "build_graphrag",
-           "build_hipporag", "build_raptor", "build_shuffled", "extractive_summary"]
+__all__ = ["ABLATIONS", "BASELINES", "AblationOptions", "AutoCompactionOptions", "BaselineError", "BuildResult",
+           "GraphRAGOptions", "HippoRAGOptions", "RaptorOptions", "UntrainedBuilderOptions", "build_autocompaction",
+           "build_baseline", "build_flat", "build_flattened", "build_graphrag", "build_hipporag", "build_raptor",
+           "build_shuffled", "build_untrained_builder", "extractive_summary"]
