@@ -91,3 +91,17 @@ class TemplatePrompts:
     def encode_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> list[int]:
         """The prompt's token ids (the template writes the special tokens itself)."""
         return list(self.tokenizer(self.render_prompt(messages, tools), add_special_tokens=False)["input_ids"])
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def _tokens_for(self, ids: list[int], stop: str) -> int:
+        """The fewest leading tokens whose text contains `stop` (binary search; containment grows with the prefix)."""
+        lo, hi = 1, len(ids)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if stop in self._decode(ids[:mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi

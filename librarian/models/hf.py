@@ -220,16 +220,3 @@ class HFBackend(TemplatePrompts):
         return Sample(text=text, token_ids=tuple(ids), logprobs=tuple(logprobs[: len(ids)]),
                       prompt_token_ids=tuple(prompt), finish_reason=finish)  # type: ignore[arg-type]
 
-    def _tokens_for(self, ids: list[int], stop: str) -> int:
-        """The fewest leading tokens whose text contains `stop` (binary search; containment is monotone)."""
-        lo, hi = 1, len(ids)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if stop in self._decode(ids[:mid]):
-                hi = mid
-            else:
-                lo = mid + 1
-        return hi
-
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)

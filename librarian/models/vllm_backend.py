@@ -145,20 +145,6 @@ class VLLMBackend(TemplatePrompts):
                       prompt_token_ids=tuple(prompt), finish_reason=finish,
                       extra={"policy_version": version, "backend": "vllm"})
 
-    def _tokens_for(self, ids: list[int], stop: str) -> int:
-        """The fewest leading tokens whose text contains `stop` (containment grows with the prefix)."""
-        lo, hi = 1, len(ids)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if stop in self._decode(ids[:mid]):
-                hi = mid
-            else:
-                lo = mid + 1
-        return hi
-
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-
     # -- weight sync -----------------------------------------------------------------------------------
     def load_weights(self, payload: Any) -> int:
         """Load a published policy (`version`, `kind` 'lora' | 'full', `state`, `lora`); returns its version.

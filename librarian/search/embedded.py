@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +15,9 @@ from librarian.search.base import Hit, IndexRecord, SearchFilters, SearchMode, c
 from librarian.search.embedders import Embedder, check_embeddings, embed_batch
 from librarian.search.errors import EmbedderMissingError, IndexFormatError, SearchError
 from librarian.search.fusion import reciprocal_rank_fusion
-from librarian.search.staging import WriteStage
+from librarian.search.staging import StagedWrites, WriteStage
 from librarian.search.tantivy_bm25 import TantivyBM25
 from librarian.search.vectors import VectorStore
-from librarian.workspace.nodes import Node
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -26,7 +25,7 @@ RECORDS = "records.parquet"
 VECTORS = "vectors.npy"
 
 
-class EmbeddedIndex:
+class EmbeddedIndex(StagedWrites):
     """A `SearchIndex` living in this process. `embedder=None` gives a BM25-only index."""
 
     def __init__(self, name: str = "default", embedder: Embedder | None = None) -> None:
@@ -44,21 +43,6 @@ class EmbeddedIndex:
     @property
     def name(self) -> str:
         return self._name
-
-    @property
-    def pending_embeddings(self) -> int:
-        return len(self._stage.dirty)
-
-    @property
-    def staged_writes(self) -> int:
-        """Upserts and deletes waiting for `refresh()`."""
-        return len(self._stage.writes)
-
-    def upsert(self, nodes: Iterable[Node]) -> None:
-        self._stage.upsert(nodes)
-
-    def delete(self, ids: Iterable[str]) -> None:
-        self._stage.delete(ids)
 
     def refresh(self, embed: bool = True) -> None:
         vectors = self._embed_dirty() if embed else {}

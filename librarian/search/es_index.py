@@ -9,7 +9,7 @@ nothing relies on a write being searchable earlier. Hybrid search uses
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import elasticsearch
 import numpy as np
@@ -34,8 +34,7 @@ from librarian.search.errors import (
 )
 from librarian.search.es_settings import ElasticsearchSettings, translated_errors
 from librarian.search.fusion import reciprocal_rank_fusion
-from librarian.search.staging import WriteStage
-from librarian.workspace.nodes import Node
+from librarian.search.staging import StagedWrites, WriteStage
 
 SOURCE_FIELDS = ["id", "path", "kind", "text"]
 
@@ -98,7 +97,7 @@ def bulk_write(client: elasticsearch.Elasticsearch, index: str, actions: list[di
     return succeeded
 
 
-class ElasticsearchIndex:
+class ElasticsearchIndex(StagedWrites):
     """A `SearchIndex` stored in Elasticsearch (or any server speaking its API)."""
 
     def __init__(self, namespace: str = "default", embedder: Embedder | None = None,
@@ -151,20 +150,6 @@ class ElasticsearchIndex:
     @property
     def name(self) -> str:
         return self.index
-
-    @property
-    def pending_embeddings(self) -> int:
-        return len(self._stage.dirty)
-
-    @property
-    def staged_writes(self) -> int:
-        return len(self._stage.writes)
-
-    def upsert(self, nodes: Iterable[Node]) -> None:
-        self._stage.upsert(nodes)
-
-    def delete(self, ids: Iterable[str]) -> None:
-        self._stage.delete(ids)
 
     def refresh(self, embed: bool = True) -> None:
         writes = self._stage.take_writes()

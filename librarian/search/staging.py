@@ -53,3 +53,25 @@ class WriteStage:
     def take_writes(self) -> dict[str, IndexRecord | None]:
         writes, self.writes = self.writes, {}
         return writes
+
+
+class StagedWrites:
+    """The write half of the `SearchIndex` contract for backends that stage writes until `refresh()`."""
+
+    _stage: WriteStage
+
+    @property
+    def pending_embeddings(self) -> int:
+        """Upserted nodes whose embedding waits for `refresh(embed=True)`."""
+        return len(self._stage.dirty)
+
+    @property
+    def staged_writes(self) -> int:
+        """Upserts and deletes waiting for `refresh()`."""
+        return len(self._stage.writes)
+
+    def upsert(self, nodes: Iterable[Node]) -> None:
+        self._stage.upsert(nodes)
+
+    def delete(self, ids: Iterable[str]) -> None:
+        self._stage.delete(ids)
