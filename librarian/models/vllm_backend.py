@@ -37,23 +37,11 @@ from librarian.models.base import (
     check_conversations,
     cut_at_stop,
 )
-from librarian.models.chat import TemplatePrompts
+from librarian.models.chat import TemplatePrompts, end_token_ids
 from librarian.models.vllm_protocol import EngineConfig
 
 log = logging.getLogger(__name__)
-END_OF_TURN = "<|im_end|>"
 KEEP_WEIGHT_VERSIONS = 2
-
-
-def end_token_ids(tokenizer: Any) -> list[int]:
-    """The ids that end a turn: `<|im_end|>` and the eos token (whichever the tokenizer has)."""
-    end = tokenizer.convert_tokens_to_ids(END_OF_TURN)
-    ends = {i for i in (end, tokenizer.eos_token_id) if isinstance(i, int) and i >= 0}
-    if end == getattr(tokenizer, "unk_token_id", None):
-        ends.discard(end)
-    if not ends:
-        raise BackendError(f"the tokenizer has neither {END_OF_TURN} nor an eos token")
-    return sorted(ends)
 
 
 class VLLMBackend(TemplatePrompts):
