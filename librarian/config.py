@@ -40,20 +40,25 @@ def _closest(key: str, schema: DictConfig) -> str:
 def load_config(schema: type[T], args: Sequence[str] = (), config_file: str | Path | None = None) -> T:
     """Build a typed config: `schema` defaults <- YAML file <- `key=value` args.
 
-    `args` may contain `--config PATH` (or `config=PATH`) too. Returns an
-    instance of `schema` with every value type-checked.
+    `args` may contain `--config PATH` (or `config=PATH`), several times:
+    the files merge in order (a preset such as configs/cluster.yaml after a
+    pipeline's config), then the overrides. Returns an instance of `schema`
+    with every value type-checked.
     """
     base = OmegaConf.structured(schema)
     overrides: list[str] = []
+    files: list[str | Path] = [config_file] if config_file is not None else []
     rest = list(args)
     while rest:
         arg = rest.pop(0)
         if arg in ("--config", "-c"):
             if not rest:
                 raise ConfigError("--config needs a path to a YAML file")
-            config_file = rest.pop(0)
+            files.append(rest.pop(0))
+        elif arg.startswith("--config="):
+            files.append(arg.split("=", 1)[1])
         elif arg.startswith("config="):
-            config_file = arg.split("=", 1)[1]
+            files.append(arg.split("=", 1)[1])
         elif arg.startswith("--") and "=" in arg:
             overrides.append(arg[2:])
         elif "=" in arg:
@@ -61,12 +66,14 @@ def load_config(schema: type[T], args: Sequence[str] = (), config_file: str | Pa
         else:
             raise ConfigError(f"cannot read argument {arg!r}: write overrides as key=value (e.g. out_dir=build/run)")
     merged = base
+    config_file = None
     try:
-        if config_file is not None:
+        for config_file in files:
             path = Path(config_file)
             if not path.is_file():
                 raise ConfigError(f"config file {str(path)!r} does not exist")
             merged = OmegaConf.merge(merged, OmegaConf.load(path))
+        config_file = None
         for item in overrides:
             key = item.split("=", 1)[0]
             try:
@@ -77,9 +84,11 @@ def load_config(schema: type[T], args: Sequence[str] = (), config_file: str | Pa
                 raise ConfigError(f"bad value for '{key}': {exc.msg}") from None
     except ConfigKeyError as exc:
         key = str(exc.full_key) if getattr(exc, "full_key", None) else str(exc)
-        raise ConfigError(f"unknown config key '{key}' in {config_file}{_closest(key, base)}") from None
+        where = f" in {config_file}" if config_file is not None else ""
+        raise ConfigError(f"unknown config key '{key}'{where}{_closest(key, base)}") from None
     except ValidationError as exc:
-        raise ConfigError(f"bad value for '{exc.full_key}' in {config_file}: {exc.msg}") from None
+        where = f" in {config_file}" if config_file is not None else ""
+        raise ConfigError(f"bad value for '{exc.full_key}'{where}: {exc.msg}") from None
     except OmegaConfBaseException as exc:
         raise ConfigError(str(exc)) from None
     return OmegaConf.to_object(merged)  # type: ignore[return-value]

@@ -50,3 +50,16 @@ def test_unknown_key_in_file_and_missing_file(tmp_path) -> None:
         load_config(Outer, ["--config", str(tmp_path / "none.yaml")])
     with pytest.raises(ConfigError, match="key=value"):
         load_config(Outer, ["oops"])
+
+
+def test_several_config_files_merge_in_order_and_errors_name_the_file(tmp_path) -> None:
+    base, preset, bad = tmp_path / "base.yaml", tmp_path / "preset.yaml", tmp_path / "bad.yaml"
+    base.write_text("seed: 7\nlearner:\n  steps: 3\n  lr: 0.1\n")
+    preset.write_text("learner:\n  lr: 0.9\n")
+    bad.write_text("learner:\n  stpes: 1\n")
+    cfg = load_config(Outer, [f"config={base}", "--config", str(preset), "learner.steps=4"])
+    assert (cfg.seed, cfg.learner.steps, cfg.learner.lr) == (7, 4, 0.9)
+    cfg = load_config(Outer, [f"--config={preset}", f"config={base}"])
+    assert cfg.learner.lr == 0.1  # the later file wins
+    with pytest.raises(ConfigError, match=r"bad\.yaml.*learner.steps"):
+        load_config(Outer, [f"config={base}", f"config={bad}"])
