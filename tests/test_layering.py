@@ -1,0 +1,68 @@
+"""DESIGN.md's layering: a lower layer never imports a higher one (checked on every module's imports)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "librarian"
+# rank of each top-level part of the package; a part may import only parts of strictly lower rank
+RANK = {
+    "config": 0, "workspace": 0,
+    "datasets": 1, "search": 1, "models": 1, "tracking": 1,
+    "roles": 2, "rewards": 3, "learner": 4, "evaluation": 5, "cluster": 6, "pipelines": 7, "app": 8, "cli": 9,
+}
+
+
+def part_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).parts
+    return rel[0] if len(rel) > 1 else rel[0].removesuffix(".py")
+
+
+def imported_parts(path: Path) -> set[tuple[str, int]]:
+    """(top-level part, line) of every absolute `librarian.*` import in a file."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else [])
+        out |= {(n.split(".")[1], node.lineno) for n in names if n.startswith("librarian.")}
+    return out
+
+
+def violations(files: list[Path]) -> list[str]:
+    bad = []
+    for path in files:
+        src = part_of(path)
+        if src == "__init__":
+            continue
+        for dst, line in sorted(imported_parts(path)):
+            if dst != src and RANK.get(dst, 99) >= RANK[src]:
+                bad.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {src} imports {dst}")
+    return bad
+
+
+def test_every_part_has_a_rank():
+    parts = {part_of(p) for p in PACKAGE.rglob("*.py")} - {"__init__"}
+    assert parts <= set(RANK), f"give these a layer in RANK: {sorted(parts - set(RANK))}"
+
+
+def test_no_lower_layer_imports_a_higher_one():
+    assert violations(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_the_checker_catches_an_upward_import():
+    bad = PACKAGE / "workspace" / "_layering_probe.py"
+    bad.write_text("from librarian.pipelines import demo\n", encoding="utf-8")
+    try:
+        assert violations([bad]) == ["librarian/workspace/_layering_probe.py:1: workspace imports pipelines"]
+    finally:
+        bad.unlink()
+
+
+@pytest.mark.parametrize("name", ["import librarian.cluster.topology", "from librarian.app import ask"])
+def test_imports_of_both_forms_are_seen(tmp_path, name):
+    f = tmp_path / "m.py"
+    f.write_text(name + "\n", encoding="utf-8")
+    assert {p for p, _ in imported_parts(f)} == {name.split()[1].split(".")[1]}
