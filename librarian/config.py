@@ -37,12 +37,43 @@ def _closest(key: str, schema: DictConfig) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def _free_form_paths(schema: DictConfig, given: DictConfig, prefix: str = "") -> list[str]:
+    """Dotted paths that `given` sets whole and that are free-form dicts in `schema` (e.g. backend `options`)."""
+    out: list[str] = []
+    for key in given.keys():
+        node = schema._get_node(key) if key in schema else None  # noqa: SLF001 - typed walk
+        sub = given._get_node(key)  # noqa: SLF001
+        if not isinstance(node, DictConfig) or not isinstance(sub, DictConfig):
+            continue
+        if node._metadata.object_type in (dict, None):  # noqa: SLF001 - a plain dict field, not a dataclass
+            out.append(f"{prefix}{key}")
+        else:
+            out.extend(_free_form_paths(node, sub, f"{prefix}{key}."))
+    return out
+
+
+def _merge(merged: DictConfig, schema: DictConfig, given: DictConfig, key: str | None = None) -> DictConfig:
+    """`given` over `merged`; a free-form dict that `given` sets whole replaces the old one (no key survives).
+
+    For a `key=value` override, only `key` itself counts as set whole
+    (`probe.options={...}` replaces, `probe.options.dtype=...` merges).
+    """
+    out = OmegaConf.merge(merged, given)
+    for path in _free_form_paths(schema, given):
+        if key is not None and path != key:
+            continue
+        OmegaConf.update(out, path, OmegaConf.select(given, path), merge=False)
+    return out  # type: ignore[return-value]
+
+
 def load_config(schema: type[T], args: Sequence[str] = (), config_file: str | Path | None = None) -> T:
     """Build a typed config: `schema` defaults <- YAML file <- `key=value` args.
 
     `args` may contain `--config PATH` (or `config=PATH`), several times:
     the files merge in order (a preset such as configs/cluster.yaml after a
-    pipeline's config), then the overrides. Returns an instance of `schema`
+    pipeline's config), then the overrides. Sections merge key by key, but a
+    free-form dict (a backend's `options`) given whole replaces the previous
+    one, so a preset never inherits another backend's keywords. Returns an instance of `schema`
     with every value type-checked.
     """
     base = OmegaConf.structured(schema)
@@ -72,12 +103,12 @@ def load_config(schema: type[T], args: Sequence[str] = (), config_file: str | Pa
             path = Path(config_file)
             if not path.is_file():
                 raise ConfigError(f"config file {str(path)!r} does not exist")
-            merged = OmegaConf.merge(merged, OmegaConf.load(path))
+            merged = _merge(merged, base, OmegaConf.load(path))  # type: ignore[arg-type]
         config_file = None
         for item in overrides:
             key = item.split("=", 1)[0]
             try:
-                merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([item]))
+                merged = _merge(merged, base, OmegaConf.from_dotlist([item]), key)
             except ConfigKeyError:
                 raise ConfigError(f"unknown config key '{key}'{_closest(key, base)}") from None
             except ValidationError as exc:

@@ -63,3 +63,25 @@ def test_several_config_files_merge_in_order_and_errors_name_the_file(tmp_path) 
     assert cfg.learner.lr == 0.1  # the later file wins
     with pytest.raises(ConfigError, match=r"bad\.yaml.*learner.steps"):
         load_config(Outer, [f"config={base}", f"config={bad}"])
+
+
+@dataclass
+class Backend:
+    options: dict = field(default_factory=lambda: {"policy": "kbgym_reader"})
+    workers: int = 1
+
+
+@dataclass
+class WithOptions:
+    probe: Backend = field(default_factory=Backend)
+
+
+def test_a_free_form_dict_given_whole_replaces_the_old_one(tmp_path) -> None:
+    preset = tmp_path / "gpu.yaml"
+    preset.write_text("probe:\n  workers: 4\n  options: {model: /models/reader, dtype: bfloat16}\n")
+    cfg = load_config(WithOptions, ["--config", str(preset)])
+    assert cfg.probe.options == {"model": "/models/reader", "dtype": "bfloat16"} and cfg.probe.workers == 4
+    cfg = load_config(WithOptions, ["probe.options={model: tiny}"])
+    assert cfg.probe.options == {"model": "tiny"}
+    cfg = load_config(WithOptions, ["--config", str(preset), "probe.options.dtype=float32"])  # one key: merged
+    assert cfg.probe.options == {"model": "/models/reader", "dtype": "float32"}

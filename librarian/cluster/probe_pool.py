@@ -89,9 +89,13 @@ class ProbePool:
     """`workers` probe actors sharing a queue of question chunks."""
 
     def __init__(self, spec: ReaderSpec, workers: int = 2, chunk: int = 16, inflight: int = 2,
-                 max_restarts: int = 8, num_cpus: int | None = None, temp_dir: str | None = None) -> None:
+                 max_restarts: int = 8, num_cpus: int | None = None, temp_dir: str | None = None,
+                 gpus_per_worker: float = 0.0) -> None:
         if workers < 1 or chunk < 1 or inflight < 1:
             raise ProbeError(f"workers, chunk and inflight must be >= 1, got {workers}, {chunk}, {inflight}")
+        if gpus_per_worker < 0:
+            raise ProbeError(f"gpus_per_worker must be >= 0, got {gpus_per_worker}")
+        self.gpus_per_worker = gpus_per_worker
         spec.check()
         init_ray(num_cpus if num_cpus is not None else max(workers, os.cpu_count() or 1), temp_dir)
         self.spec = spec
@@ -102,7 +106,9 @@ class ProbePool:
         self.workers: list[Any] = [self._spawn() for _ in range(workers)]
 
     def _spawn(self) -> Any:
-        return _actor_class().remote(self.spec)
+        """One probe actor: one CPU, plus `gpus_per_worker` GPUs (a vLLM reader on a GPU cluster)."""
+        cls = _actor_class()
+        return (cls.options(num_gpus=self.gpus_per_worker) if self.gpus_per_worker else cls).remote(self.spec)
 
     def ready(self) -> list[int]:
         """Block until every worker has started; their process ids."""

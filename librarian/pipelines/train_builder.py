@@ -87,7 +87,8 @@ class Session:
         if p.workers > 0:
             from librarian.cluster.probe_pool import ProbePool
 
-            self.pool = ProbePool(reader, workers=p.workers, chunk=p.chunk, max_restarts=p.max_restarts)
+            self.pool = ProbePool(reader, workers=p.workers, chunk=p.chunk, max_restarts=p.max_restarts,
+                                  gpus_per_worker=p.gpus_per_worker)
             self.probe_run = lambda data, qs, rep: self.pool.run(data, qs, rep)
         else:
             from librarian.evaluation.exam import ExamRunner, run_local

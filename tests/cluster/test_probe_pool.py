@@ -80,3 +80,19 @@ def test_pool_arguments_are_checked(ray_session) -> None:
 
     with pytest.raises(ProbeError, match="workers, chunk and inflight"):
         ProbePool(ReaderSpec(), workers=0)
+    with pytest.raises(ProbeError, match="gpus_per_worker"):
+        ProbePool(ReaderSpec(), workers=1, gpus_per_worker=-1)
+
+
+def test_gpus_per_worker_reaches_ray(ray_session) -> None:
+    """On a cluster without GPUs a probe worker that needs one stays pending: the request reached Ray."""
+    from ray.exceptions import GetTimeoutError
+
+    from librarian.cluster import ProbePool
+
+    pool = ProbePool(ReaderSpec(), workers=1, gpus_per_worker=1)
+    try:
+        with pytest.raises(GetTimeoutError):
+            ray_session.get(pool.workers[0].pid.remote(), timeout=3)
+    finally:
+        pool.close()
