@@ -36,11 +36,11 @@ _NAME = r"[A-Z][a-z'-]+(?: [A-Z][a-z'-]+)+"
 _NAME_RE = re.compile(_NAME)
 _CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*(?:</tool_call>|$)", re.S)
 _PART = re.compile(r"\n\n(?=\[\d+\] )")
-_HIT = re.compile(r"^\d+\. id=\S+\s+\[(\w+)\] (\S+)\n\s+(.*)$", re.M)
-_BROWSE = re.compile(r'^browse (\S+) for ".*?": ')
-_ENTRY = re.compile(r"^  (\S+?)(/?)  (raw|synthetic|directory)  ", re.M)
-_SOURCE = re.compile(r"\(source: (\S+?)\)")
-_README_DIR = re.compile(r"^- (\S+)/: (.*)$", re.M)
+_HIT = re.compile(r"^\d+\. id=\S+\s+\[(\w+)\] (.+?)\n\s+(.*)$", re.M)  # paths may hold spaces
+_BROWSE = re.compile(r'^browse (.+?) for ".*?": ')
+_ENTRY = re.compile(r"^  (.+?)(/?)  (raw|synthetic|directory)  ", re.M)
+_SOURCE = re.compile(r"\(source: (.+?)\)")
+_README_DIR = re.compile(r"^- (.+?)/: (.*)$", re.M)
 
 
 def _possessive(name: str) -> str:

@@ -99,3 +99,14 @@ def test_scripted_researcher_recall_is_at_least_as_good_on_the_hierarchical_work
     print(f"source recall: flat {recall['flat']:.3f}, hierarchical {recall['hierarchical']:.3f} "
           f"({len(questions)} Memory-Gym instances)")
     assert recall["hierarchical"] >= recall["flat"] and recall["hierarchical"] >= 0.9
+
+
+def test_scripted_researcher_follows_paths_with_spaces(history):
+    docs, questions = history
+    spaced = {d.id: d.id.replace("-", " ") for d in docs}  # "session 003": ids and paths with spaces
+    ws = Memorizer().memorize([Document(spaced[d.id], d.text) for d in docs])
+    ctx = _ctx(ws)
+    qs = questions[:12]
+    runs = research([ctx] * len(qs), [q.question for q in qs], make_scripted_backend("jam_researcher"))
+    recall = mean(source_recall(r.result.sources, [spaced[s] for s in q.support]) for r, q in zip(runs, qs, strict=True))
+    assert recall >= 0.9, recall
