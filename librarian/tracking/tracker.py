@@ -5,6 +5,14 @@
 `tracking_uri` names a tracking server (`http://host:port`), which must
 answer `/health`. All calls go through an explicit `MlflowClient`, so two
 trackers never share hidden global state.
+
+Parent and child runs: `Tracker(..., parent_run_id=ID)` sets MLflow's
+`mlflow.parentRunId` tag. A process started for a sweep's cell (see
+`librarian ablate`) gets the environment variables `LIBRARIAN_PARENT_RUN_ID`,
+`LIBRARIAN_TRACKING_URI`, `LIBRARIAN_EXPERIMENT` and `LIBRARIAN_RUN_TAGS`
+(JSON); every Tracker created there joins the sweep: it logs to that store
+and experiment, as a child of that run, with those tags. Without a parent,
+`LIBRARIAN_TRACKING_URI` alone is the store of a Tracker given none.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import tempfile
 import time
 import urllib.error
@@ -25,6 +34,11 @@ log = logging.getLogger(__name__)
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 MAX_BATCH = 1000  # MLflow's limit on metrics per log_batch
+ENV_PARENT = "LIBRARIAN_PARENT_RUN_ID"
+ENV_URI = "LIBRARIAN_TRACKING_URI"
+ENV_EXPERIMENT = "LIBRARIAN_EXPERIMENT"
+ENV_TAGS = "LIBRARIAN_RUN_TAGS"
+PARENT_TAG = "mlflow.parentRunId"
 
 
 class TrackingError(RuntimeError):
@@ -75,14 +89,39 @@ def local_uri(out_dir: str | Path) -> tuple[str, str]:
     return f"sqlite:///{root / 'mlflow.db'}", (root / "mlartifacts").as_uri()
 
 
+def env_tags() -> dict[str, str]:
+    """Tags from `LIBRARIAN_RUN_TAGS` (a JSON object); a malformed value raises `TrackingError` naming it."""
+    text = os.environ.get(ENV_TAGS, "")
+    if not text:
+        return {}
+    try:
+        tags = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TrackingError(f"{ENV_TAGS} is not a JSON object ({exc}): {text[:200]!r}") from None
+    if not isinstance(tags, dict):
+        raise TrackingError(f"{ENV_TAGS} must be a JSON object of tag -> value, got {text[:200]!r}")
+    return {str(k): str(v)[:MAX_PARAM_CHARS] for k, v in tags.items()}
+
+
 class Tracker:
     """One MLflow run in the experiment named after the pipeline; use as a context manager."""
 
     def __init__(self, experiment: str, out_dir: str | Path = "runs", tracking_uri: str | None = None,
                  run_name: str | None = None, tags: Mapping[str, str] | None = None,
-                 system_metrics: bool = False) -> None:
+                 system_metrics: bool = False, parent_run_id: str | None = None) -> None:
         from mlflow import MlflowClient
 
+        tags = dict(tags or {})
+        if parent_run_id is None and os.environ.get(ENV_PARENT):  # a sweep's cell: join the sweep's run
+            parent_run_id = os.environ[ENV_PARENT]
+            tracking_uri = os.environ.get(ENV_URI) or tracking_uri
+            experiment = os.environ.get(ENV_EXPERIMENT) or experiment
+            tags = {**env_tags(), **tags}
+        elif not tracking_uri:
+            tracking_uri = os.environ.get(ENV_URI) or None
+        if parent_run_id:
+            tags[PARENT_TAG] = parent_run_id
+        self.parent_run_id = parent_run_id or None
         if not experiment:
             raise TrackingError("Tracker needs an experiment name (the pipeline's name)")
         artifact_location = None
@@ -98,7 +137,7 @@ class Tracker:
             found = self.client.get_experiment_by_name(experiment)
             exp_id = found.experiment_id if found else self.client.create_experiment(
                 experiment, artifact_location=artifact_location)
-            self.run_id = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags or {})).info.run_id
+            self.run_id = self.client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
         except Exception as exc:  # noqa: BLE001 - MLflow raises many types; name the store
             raise TrackingError(f"cannot start an MLflow run in {uri}: {exc}") from exc
         self.experiment_id = exp_id

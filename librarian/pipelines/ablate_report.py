@@ -1,0 +1,183 @@
+"""A sweep's figures: metrics picked from each cell's results, seed groups with bootstrap CIs, table and plot.
+
+A metric is a dotted path into a cell's results.json: keys, list indexes
+(`history.-1.reward`) and `key=value` selectors over a list of mappings
+(`rows.name=trained_builder.rho`). A metric's CI is the sibling `<key>_ci`
+([low, high]) when the results carry one; cells that differ only by seed
+form a group whose CI is a bootstrap over the seeds' values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+MISSING = object()
+
+
+def pick(results: Any, path: str) -> Any:
+    """The value at a dotted path, or `MISSING`."""
+    obj = results
+    for part in path.split("."):
+        if isinstance(obj, Mapping):
+            if part in obj:
+                obj = obj[part]
+                continue
+            return MISSING
+        if isinstance(obj, list | tuple):
+            if "=" in part:
+                key, want = part.split("=", 1)
+                found = [x for x in obj if isinstance(x, Mapping) and str(x.get(key)) == want]
+                if not found:
+                    return MISSING
+                obj = found[0]
+                continue
+            try:
+                obj = obj[int(part)]
+                continue
+            except (ValueError, IndexError):
+                return MISSING
+        return MISSING
+    return obj
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _ci_of(results: Any, path: str) -> list[float] | None:
+    head, _, last = path.rpartition(".")
+    ci = pick(results, f"{head}.{last}_ci" if head else f"{last}_ci")
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(_number(v) is not None for v in ci):
+        return [float(ci[0]), float(ci[1])]
+    return None
+
+
+def cell_metrics(results: Mapping[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+    """{path: number} and {path + '_ci': [low, high]} where present; empty `paths`: top-level numbers."""
+    if not paths:
+        paths = [k for k, v in results.items() if _number(v) is not None]
+    out: dict[str, Any] = {}
+    for path in paths:
+        value = _number(pick(results, path))
+        if value is None:
+            continue
+        out[path] = value
+        ci = _ci_of(results, path)
+        if ci is not None:
+            out[path + "_ci"] = ci
+    return out
+
+
+def metric_names(cells: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> list[str]:
+    """The metrics to compare: the configured paths, else every metric some cell has (first-seen order)."""
+    if paths:
+        return list(paths)
+    names: list[str] = []
+    for c in cells:
+        for k in c.get("metrics", {}):
+            if not k.endswith("_ci") and k not in names:
+                names.append(k)
+    return names
+
+
+def groups(cells: Sequence[Mapping[str, Any]], names: Sequence[str], n_boot: int = 2000, seed: int = 0
+           ) -> list[dict[str, Any]]:
+    """Seed groups (two or more cells with metrics sharing a `group`): mean and bootstrap CI over the seeds."""
+    from librarian.evaluation.metrics.bootstrap import bootstrap_ci
+
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for c in cells:
+        if c.get("metrics"):
+            by.setdefault(c["group"], []).append(c)
+    out = []
+    for label, members in by.items():
+        if len(members) < 2:
+            continue
+        row: dict[str, Any] = {"name": label, "cells": [m["name"] for m in members], "n": len(members),
+                               "metrics": {}}
+        for name in names:
+            values = [m["metrics"][name] for m in members if name in m["metrics"]]
+            if len(values) >= 2:
+                ci = bootstrap_ci(values, n_boot=n_boot, seed=seed)
+                row["metrics"][name] = ci.point
+                row["metrics"][name + "_ci"] = ci.as_list()
+            elif values:
+                row["metrics"][name] = values[0]
+        out.append(row)
+    return out
+
+
+def _fmt(metrics: Mapping[str, Any], name: str) -> str:
+    if name not in metrics:
+        return "-"
+    text = f"{metrics[name]:.4g}"
+    ci = metrics.get(name + "_ci")
+    return f"{text} [{ci[0]:.3g}, {ci[1]:.3g}]" if ci else text
+
+
+def summary_table(cells: Sequence[Mapping[str, Any]], grouped: Sequence[Mapping[str, Any]],
+                  names: Sequence[str]) -> str:
+    """Markdown: one row per cell (status, attempts, wall time, metrics with CIs), then one per seed group."""
+    head = "| cell | status | attempts | wall s | " + " | ".join(names) + " |"
+    rule = "|" + "---|" * (4 + len(names))
+    rows = [f"| {c['name']} | {c['status']} | {c.get('attempts', 0)} | {c.get('wall_s', 0.0):.1f} | "
+            + " | ".join(_fmt(c.get("metrics", {}), n) for n in names) + " |" for c in cells]
+    lines = [head, rule, *rows]
+    if grouped:
+        lines += ["", "Seed groups (mean over seeds, bootstrap 95% CI):", "",
+                  "| group | seeds | " + " | ".join(names) + " |", "|" + "---|" * (2 + len(names))]
+        lines += [f"| {g['name']} | {g['n']} | " + " | ".join(_fmt(g["metrics"], n) for n in names) + " |"
+                  for g in grouped]
+    failed = [c for c in cells if c["status"] == "failed"]
+    if failed:
+        lines += ["", "Failed cells:", ""] + [f"- {c['name']}: {c.get('error', '')}" for c in failed]
+    return "\n".join(lines)
+
+
+def plot(cells: Sequence[Mapping[str, Any]], grouped: Sequence[Mapping[str, Any]], names: Sequence[str],
+         path: str | Path, title: str = "") -> Path | None:
+    """Bars per metric: seed groups (with their CI) and ungrouped cells (with their results' CI, if any)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    in_group = {n for g in grouped for n in g["cells"]}
+    series = [(g["name"] + f" (n={g['n']})", g["metrics"]) for g in grouped]
+    series += [(c["name"], c.get("metrics", {})) for c in cells if c["name"] not in in_group]
+    names = [n for n in names if any(n in m for _, m in series)]
+    if not names or not series:
+        return None
+    fig, axes = plt.subplots(len(names), 1, figsize=(max(6.0, 0.9 * len(series) + 2), 2.2 * len(names) + 1.2),
+                             squeeze=False, sharex=True)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        xs, ys, lo, hi = [], [], [], []
+        for i, (_, m) in enumerate(series):
+            if name not in m:
+                continue
+            y = m[name]
+            ci = m.get(name + "_ci") or [y, y]
+            xs.append(i)
+            ys.append(y)
+            lo.append(max(0.0, y - ci[0]))
+            hi.append(max(0.0, ci[1] - y))
+        ax.bar(xs, ys, yerr=[lo, hi], capsize=4, color="tab:blue", alpha=0.8)
+        ax.set_ylabel(name, fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    bottom = axes[-1, 0]
+    bottom.set_xticks(range(len(series)))
+    bottom.set_xticklabels([label for label, _ in series], rotation=30, ha="right", fontsize=8)
+    axes[0, 0].set_title(title or "sweep (error bars: 95% CI where known)", fontsize=10)
+    fig.tight_layout()
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.stem + ".tmp" + target.suffix)
+    fig.savefig(tmp, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(target)
+    return target
