@@ -116,6 +116,9 @@ def arm_contexts(task: MemoryTask, arms: Sequence[str], cfg: ResearcherEvalConfi
 def _research_arm(task: MemoryTask, qs: list[Question], arm: str, ctx: ToolContext, backend: PolicyBackend,
                   cfg: ResearcherEvalConfig, bar) -> list[tuple[Finalized, int, bool, float]]:
     out: list[tuple[Finalized, int, bool, float]] = []
+    clear = getattr(ctx.index, "clear_query_cache", None)
+    if clear is not None:  # arms share an index: each starts cold, so their latencies compare
+        clear()
     if arm == "no_researcher":
         for q in qs:
             t0 = time.perf_counter()

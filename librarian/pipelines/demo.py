@@ -8,7 +8,12 @@ index documents for the keys training questions name
 and index on disk -> replay from disk, checked identical to the live store.
 Writes `results.json` (figures + resolved config) and `store_growth.png`.
 
-Part 2 (`rl=true`, the default): the RL builder demo of `demo_rl.py` — a
+Part 2 (`jam=true`, the default; about a minute): JAM memory (`demo_jam.py`):
+a Memory-Gym history memorized into a hierarchical workspace, one session
+appended incrementally, the scripted researcher on paper 002's arms with
+CIs, under `out_dir/jam`.
+
+Part 3 (`rl=true`, the default): the RL builder demo of `demo_rl.py` — a
 SmolLM2 builder with LoRA after a short SFT warm start, 2 rollout workers, a
 probe worker and the learner on local Ray, 3 GRPO steps, an exam of flat vs
 scripted vs trained builder, MLflow under `out_dir/rl`.
@@ -25,6 +30,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from librarian.config import ConfigError, load_config, to_plain
+from librarian.pipelines.demo_jam import JamDemoConfig
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
 
@@ -42,7 +48,9 @@ class DemoConfig:
     curator_budget: int = 30  # actions per curation pass (paper 001's N2)
     search: SearchConfig = field(default_factory=SearchConfig)
     show_tree_lines: int = 25
-    rl: bool = True  # part 2: the RL builder demo (configs/demo.yaml; about 12 minutes on 2 cores)
+    jam: bool = True  # part 2: JAM memory with the scripted researcher (about a minute)
+    memory: JamDemoConfig = field(default_factory=JamDemoConfig)  # the JAM part's history, embedder, budget
+    rl: bool = True  # part 3: the RL builder demo (configs/demo.yaml; about 12 minutes on 2 cores)
 
 
 def run(cfg: DemoConfig) -> dict:
@@ -177,13 +185,25 @@ def main(argv: list[str]) -> int:
         return 2
     started = time.perf_counter()
     results = run(cfg)
+    if cfg.jam:
+        results = run_jam_part(cfg, results)
     if cfg.rl:
         results = run_rl_part(cfg, results, started)
     return 0
 
 
+def run_jam_part(cfg: DemoConfig, results: dict) -> dict:
+    """Part 2: JAM memory into `out_dir/jam`; its headline figures join `out_dir/results.json`."""
+    from librarian.pipelines.demo_jam import run_jam_demo
+
+    jam = run_jam_demo(cfg.memory, Path(cfg.out_dir) / "jam")
+    merged = {**results, "jam": {k: v for k, v in jam.items() if k != "arms"}}
+    (Path(cfg.out_dir) / "results.json").write_text(json.dumps(merged, indent=2, default=str) + "\n", encoding="utf-8")
+    return merged
+
+
 def run_rl_part(cfg: DemoConfig, curation: dict, started: float) -> dict:
-    """Part 2: the RL builder demo (the preset mirrored in `configs/demo.yaml`) into `out_dir/rl`.
+    """Part 3: the RL builder demo (the preset mirrored in `configs/demo.yaml`) into `out_dir/rl`.
 
     Merges its figures (`grpo_steps`, `rows`, `wall_s`) into `out_dir/results.json`.
     """

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 RECORDS = "records.parquet"
 VECTORS = "vectors.npy"
+QUERY_CACHE = 4096  # query embeddings kept per index
 
 
 class EmbeddedIndex(StagedWrites):
@@ -38,6 +40,7 @@ class EmbeddedIndex(StagedWrites):
         self._vectors = VectorStore(embedder.dim) if embedder is not None else None
         self._vector_text: dict[str, str] = {}
         self._stage = WriteStage(embedder is not None, self._vector_text.get)
+        self._query_vectors: OrderedDict[str, np.ndarray] = OrderedDict()  # recent query embeddings (LRU)
 
     # ----- contract
     @property
@@ -124,8 +127,25 @@ class EmbeddedIndex(StagedWrites):
         if self.embedder is None or self._vectors is None:
             raise EmbedderMissingError(f"index {self._name!r} has no embedder; dense and hybrid search need one "
                                        "(create it with embedder='minilm' or 'hashing')")
-        vector = check_embeddings(self.embedder.encode([query]), 1, self.embedder.dim, self.embedder.name)[0]
+        vector = self._query_vector(query)
         return self._vectors.top(vector, n, filters) if np.any(vector) else []
+
+    def clear_query_cache(self) -> None:
+        """Forget cached query embeddings (for timing runs that must start cold)."""
+        self._query_vectors.clear()
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        """The query's embedding; agents repeat queries (next pages, the same names), so recent ones are kept."""
+        vector = self._query_vectors.get(query)
+        if vector is None:
+            assert self.embedder is not None
+            vector = check_embeddings(self.embedder.encode([query]), 1, self.embedder.dim, self.embedder.name)[0]
+            self._query_vectors[query] = vector
+            if len(self._query_vectors) > QUERY_CACHE:
+                self._query_vectors.popitem(last=False)
+        else:
+            self._query_vectors.move_to_end(query)
+        return vector
 
     def _hit_at(self, slot: int, score: float) -> Hit:
         r = self._records[slot]

@@ -16,7 +16,8 @@ from librarian.workspace.growth import store_growth
 
 def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     out = tmp_path / "demo"
-    code = main(["demo", f"out_dir={out}", "search.embedder=hashing", "rl=false", "curate_questions=10"])
+    code = main(["demo", f"out_dir={out}", "search.embedder=hashing", "rl=false", "curate_questions=10",
+                 "memory.embedder=hashing", "memory.speakers=4", "memory.sessions=24"])
     assert code == 0
     results = json.loads((out / "results.json").read_text())
     assert results["replay_identical"] is True and results["invariant_violations"] == 0
@@ -26,6 +27,12 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     for name in ("snapshot.parquet", "trace.parquet", "initial.parquet", "store_growth.png"):
         assert (out / name).stat().st_size > 0
     assert "replay of" in capsys.readouterr().out
+    jam = results["jam"]
+    assert jam["source_recall_hierarchical"] >= jam["source_recall_flat"] and jam["questions"] > 0
+    assert 0 < jam["append_ops"] <= 4  # the appended session: raw node, memo, README edits; nothing rebuilt
+    lo, hi = jam["source_recall_hierarchical_ci"]
+    assert lo <= jam["source_recall_hierarchical"] <= hi
+    assert (out / "jam" / "arms.png").stat().st_size > 0 and (out / "jam" / "results.json").is_file()
 
 
 def test_demo_rejects_a_config_typo(capsys) -> None:

@@ -135,3 +135,31 @@ def test_make_embedder_names():
     assert make_embedder("none") is None and make_embedder("hashing", 8).dim == 8
     with pytest.raises(ValueError, match="unknown embedder"):
         make_embedder("bert")
+
+
+class CountingEmbedder(HashingEmbedder):
+    """A hashing embedder that counts the texts it encodes."""
+
+    def __init__(self) -> None:
+        super().__init__(32)
+        self.encoded: list[str] = []
+
+    def encode(self, texts):
+        self.encoded.extend(texts)
+        return super().encode(texts)
+
+
+def test_repeated_queries_are_embedded_once_and_give_the_same_hits():
+    emb = CountingEmbedder()
+    index = EmbeddedIndex("q", emb)
+    index.upsert([node("a", "apple orchard"), node("b", "stock market"), node("c", "apple pie")])
+    index.refresh()
+    first = index.search("apple", k=3, mode="dense")
+    again = index.search("apple", k=3, mode="hybrid")
+    assert [h.id for h in first] == [h.id for h in index.search("apple", k=3, mode="dense")]
+    assert emb.encoded.count("apple") == 1 and again
+    index.search("market", k=3, mode="dense")
+    assert emb.encoded.count("market") == 1
+    index.clear_query_cache()
+    index.search("apple", k=3, mode="dense")
+    assert emb.encoded.count("apple") == 2
