@@ -1,4 +1,10 @@
-"""`RolloutPool`: builder rollout workers sharing a queue of build jobs, with fault recovery.
+"""`RolloutPool`: rollout workers sharing a queue of jobs, with fault recovery.
+
+The workers are `BuilderRolloutWorker`s by default; any class with the same
+surface (`pid`, `policy_version`, `load`, `sync`, `run(job, box)` returning
+records with an `index` in group order) can be passed as `worker_cls` (the
+JAM researcher's `ResearcherRolloutWorker`). A job needs `job_id` and
+`group_size`.
 
 Jobs go out one at a time per worker (`inflight` at most); a worker loads the
 latest published weights before a job that needs them. When a worker dies
@@ -28,10 +34,10 @@ class RolloutError(RuntimeError):
 
 
 class RolloutPool:
-    """`len(options)` rollout actors; `options[i]` are the Ray actor options of worker i (resources, placement)."""
+    """`len(options)` rollout actors of `worker_cls`; `options[i]` are the Ray actor options of worker i."""
 
     def __init__(self, spec: RolloutSpec, options: Sequence[dict[str, Any]], max_restarts: int = 4,
-                 inflight: int = 1) -> None:
+                 inflight: int = 1, worker_cls: type = BuilderRolloutWorker) -> None:
         if not options:
             raise RolloutError("a rollout pool needs at least one worker")
         if inflight < 1 or max_restarts < 0:
@@ -40,6 +46,7 @@ class RolloutPool:
         self.options = [dict(o) for o in options]
         self.max_restarts = max_restarts
         self.inflight = inflight
+        self.worker_cls = worker_cls
         self.failures = 0
         self.replaced = 0
         self.workers: list[Any] = [self._spawn(i) for i in range(len(options))]
@@ -47,7 +54,7 @@ class RolloutPool:
     def _spawn(self, slot: int) -> Any:
         import ray
 
-        cls = ray.remote(BuilderRolloutWorker)
+        cls = ray.remote(self.worker_cls)
         return cls.options(max_restarts=self.max_restarts, max_task_retries=0, **self.options[slot]).remote(self.spec)
 
     def ready(self) -> list[int]:

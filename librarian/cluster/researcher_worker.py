@@ -1,0 +1,178 @@
+"""`ResearcherRolloutWorker`: the JAM researcher's rollout worker; G research episodes per question.
+
+A `ResearchJob` is one question over one memory workspace at one step. The
+workspace travels once per task: the job carries the Arrow IPC snapshot
+(bytes, or a Ray object ref to them) and its content hash, and the worker
+rebuilds the `Workspace` and its search context (`research_context`: an
+embedded BM25 + dense index) once per hash and caches them. The worker runs
+the researcher role `group_size` times over the cached context in one batched
+episode loop (`ResearchEnv`, a budget in rounds, forced finalize).
+
+Training jobs carry a `HintInput` (the reference answer and gold sources):
+their episodes are wrapped in `HintedEnv` with `HintSchedule(enabled=True,
+every=K_h)` and the scripted hint generator. Evaluation jobs carry no hint and
+never see one. A job with a `teacher` runs that scripted policy instead of the
+model, tokenized by the model's tokenizer (`TeacherBackend`), for SFT.
+
+The worker shares `BuilderRolloutWorker`'s surface and weight loading (`pid`,
+`policy_version`, `load`, `sync`), so `RolloutPool(worker_cls=...)`, the
+learner and `WeightSync` are the builder's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from librarian.cluster.faults import CrashPlan
+from librarian.cluster.rollout_worker import BuilderRolloutWorker, TeacherBackend
+from librarian.roles.hints import HintInput
+
+log = logging.getLogger(__name__)
+
+
+class ResearchJobError(ValueError):
+    """A research job's workspace did not match its hash or could not be decoded."""
+
+
+@dataclass
+class ResearcherSpec:
+    """How a researcher worker runs: backend, rounds, calls per round, sampling, hints, search, threads."""
+
+    backend: str = "hf"  # hf | vllm | scripted ... any `make_backend` name
+    options: dict = field(default_factory=lambda: {"model": "smollm2"})
+    budget: int = 20  # rounds (paper 002)
+    max_calls_per_turn: int = 4
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    hint_every: int = 2  # K_h; 0: no hints even in training jobs
+    search_mode: str = "hybrid"  # hybrid | bm25 | dense
+    embedder: str = "hashing"  # minilm | hashing
+    snippet_chars: int = 500  # characters of a search hit's snippet
+    memory_window: int = 0  # 0: the whole conversation
+    cache_size: int = 4  # workspaces (with their index) kept per worker
+    torch_threads: int = 0
+    crash: CrashPlan = field(default_factory=CrashPlan)
+
+
+@dataclass
+class ResearchJob:
+    """One question to research `group_size` times over the workspace `data` (IPC bytes or an object ref)."""
+
+    job_id: str
+    task_id: str
+    question_id: str
+    request: str
+    group_size: int = 4
+    seed: int = 0
+    min_version: int = -1
+    hint: HintInput | None = None  # training only; None at evaluation
+    greedy: bool = False
+    teacher: str = ""  # a scripted policy name (the teacher for SFT)
+    budget: int = 0  # rounds; 0: the worker spec's
+    data: Any = None  # Arrow IPC bytes of the workspace, or a Ray ObjectRef to them
+    digest: str = ""  # the workspace's content hash (the cache key)
+
+
+@dataclass
+class ResearchRecord:
+    """One research episode: its trajectory, its final context, the version that produced it."""
+
+    job_id: str
+    task_id: str
+    question_id: str
+    index: int
+    trajectory: Any  # librarian.roles.Trajectory
+    result: Any  # librarian.roles.researcher_tools.Finalized
+    policy_version: int
+    worker_pid: int
+    hints: int = 0  # hints appended to its observations
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.job_id, self.index)
+
+
+def decode_workspace(data: Any, digest: str) -> Any:
+    """The `Workspace` of IPC bytes (a Ray ref is fetched first); its hash must equal `digest` when given."""
+    from librarian.workspace import Workspace, codec
+
+    if data is None:
+        raise ResearchJobError("a research job needs its workspace (data=IPC bytes or an object ref)")
+    if not isinstance(data, bytes | bytearray | memoryview):
+        import ray
+
+        data = ray.get(data)
+    ws = Workspace.from_state(*codec.from_ipc_bytes(bytes(data)))
+    if digest and ws.content_hash() != digest:
+        raise ResearchJobError(f"workspace hash {ws.content_hash()[:12]} does not match the job's {digest[:12]}")
+    return ws
+
+
+class ResearcherRolloutWorker(BuilderRolloutWorker):
+    """Owns one policy backend and a few cached workspaces; runs research jobs; loads published weights."""
+
+    def __init__(self, spec: ResearcherSpec) -> None:
+        super().__init__(spec)  # type: ignore[arg-type]
+        self.contexts: OrderedDict[str, Any] = OrderedDict()
+        self.rebuilt = 0
+
+    def context(self, job: ResearchJob) -> Any:
+        """The job's tool context, rebuilt once per workspace hash (least recently used ones dropped)."""
+        from librarian.evaluation.memory_arms import research_context
+
+        key = job.digest or f"job:{job.job_id}"
+        if key in self.contexts:
+            self.contexts.move_to_end(key)
+            return self.contexts[key]
+        spec: ResearcherSpec = self.spec  # type: ignore[assignment]
+        ctx = research_context(decode_workspace(job.data, job.digest), spec.search_mode, spec.embedder)
+        ctx = replace(ctx, snippet_chars=spec.snippet_chars)
+        self.rebuilt += 1
+        self.contexts[key] = ctx
+        while len(self.contexts) > max(1, self.spec.cache_size):
+            self.contexts.popitem(last=False)
+        return ctx
+
+    def cache_info(self) -> dict[str, int]:
+        """How many workspaces are cached and how many were rebuilt (tests check one rebuild per hash)."""
+        return {"cached": len(self.contexts), "rebuilt": self.rebuilt}
+
+    def run(self, job: ResearchJob, box: list | None = None) -> list[ResearchRecord]:  # type: ignore[override]
+        """Research the job's question `group_size` times; one record per episode, in group order."""
+        from librarian.models.base import SamplingParams
+        from librarian.roles import LoopConfig
+        from librarian.roles.definitions import jam_researcher
+        from librarian.roles.episode import run_episodes
+        from librarian.roles.hints import HintedEnv, HintSchedule, scripted_hint
+        from librarian.roles.researcher import ResearchEnv
+        from librarian.roles.researcher_tools import finalized
+
+        self.sync(job.min_version, box or [])
+        spec: ResearcherSpec = self.spec  # type: ignore[assignment]
+        crash: CrashPlan = spec.crash
+        if crash.should_crash(job.job_id, 0):
+            crash.crash(job.job_id)
+        ctx = self.context(job)
+        role = jam_researcher(budget=job.budget or spec.budget, max_calls_per_turn=spec.max_calls_per_turn,
+                              memory_window=spec.memory_window or None)
+        envs: list[Any] = []
+        for _ in range(job.group_size):
+            env: Any = ResearchEnv(role, ctx, job.request)
+            if job.hint is not None and spec.hint_every > 0:
+                env = HintedEnv(env, scripted_hint, job.hint, HintSchedule(enabled=True, every=spec.hint_every))
+            envs.append(env)
+        temperature = 0.0 if job.greedy else spec.temperature
+        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=temperature,
+                                         top_p=spec.top_p, seed=job.seed))
+        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
+        trajectories = run_episodes(envs, backend, role, loop)
+        if crash.should_crash(job.job_id, job.group_size):
+            crash.crash(job.job_id)
+        return [ResearchRecord(job.job_id, job.task_id, job.question_id, i, traj, finalized(traj.answer), self.version,
+                               os.getpid(), len(getattr(env, "hints", [])))
+                for i, (traj, env) in enumerate(zip(trajectories, envs, strict=True))]

@@ -1,0 +1,114 @@
+"""The JAM researcher's rollout worker: tiny-model and scripted-teacher episodes, hints only in training jobs,
+one workspace rebuild per hash, and the rollout pool running it on a real local Ray session."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from librarian.cluster.researcher_worker import (
+    ResearcherRolloutWorker,
+    ResearcherSpec,
+    ResearchJob,
+    ResearchJobError,
+    ResearchRecord,
+)
+from librarian.datasets.memorygym import MemoryGymConfig
+from librarian.evaluation.memory_arms import build_store
+from librarian.evaluation.memory_tasks import memorygym_task
+from librarian.pipelines.researcher_steps import hint_input
+from librarian.rewards.source_recall import source_recall
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+@pytest.fixture(scope="module")
+def memory():
+    from librarian.cluster.rollout_worker import snapshot
+
+    task = memorygym_task(MemoryGymConfig(speakers=4, sessions=16, seed=1))
+    ws = build_store(task.sessions, "hierarchical").workspace
+    questions = [q for q in task.questions if q.support and q.qclass == "single-hop"]
+    return ws, snapshot(ws), ws.content_hash(), questions
+
+
+@pytest.fixture(scope="module")
+def worker():
+    spec = ResearcherSpec(options={"model": "tiny"}, budget=3, max_calls_per_turn=4, max_new_tokens=8,
+                          hint_every=1, snippet_chars=120, torch_threads=1)
+    return ResearcherRolloutWorker(spec)
+
+
+def _job(memory, name, **kw):
+    _, data, digest, qs = memory
+    q = qs[0]
+    return ResearchJob(name, "mg", q.id, q.question, data=data, digest=digest, **kw)
+
+
+def test_tiny_model_episodes_carry_tokens_and_versions(worker, memory):
+    records = worker.run(_job(memory, "a", group_size=2, seed=3))
+    assert [r.index for r in records] == [0, 1] and all(isinstance(r, ResearchRecord) for r in records)
+    for r in records:
+        assert any(t.has_tokens for t in r.trajectory.turns)
+        assert r.policy_version == worker.policy_version() and r.worker_pid == os.getpid()
+        assert r.trajectory.turns[-1].forced  # a random model never finalizes: the loop forces it
+        assert r.hints == 0 and all("Hint:" not in t.observation for t in r.trajectory.turns)
+
+
+def test_hints_appear_only_in_training_jobs(worker, memory):
+    _, _, _, qs = memory
+    trained = worker.run(_job(memory, "train", group_size=1, hint=hint_input(qs[0])))[0]
+    assert trained.hints >= 1
+    assert any("Hint:" in t.observation for t in trained.trajectory.turns)
+    hints = [t.observation.split("Hint:", 1)[1] for t in trained.trajectory.turns if "Hint:" in t.observation]
+    assert not any(a.lower() in h.lower() for h in hints for a in qs[0].answers)  # a hint never states the answer
+    evaluated = worker.run(_job(memory, "eval", group_size=1, greedy=True))[0]
+    assert evaluated.hints == 0 and all("Hint:" not in t.observation for t in evaluated.trajectory.turns)
+    off = ResearcherRolloutWorker(ResearcherSpec(options={"model": "tiny"}, budget=2, max_new_tokens=4, hint_every=0))
+    assert off.run(_job(memory, "off", group_size=1, hint=hint_input(qs[0])))[0].hints == 0
+
+
+def test_scripted_teacher_is_tokenized_and_finds_the_sources(worker, memory):
+    _, _, _, qs = memory
+    rec = worker.run(_job(memory, "teach", group_size=1, greedy=True, teacher="jam_researcher", budget=8))[0]
+    assert rec.result.sources and rec.trajectory.errors == 0
+    assert source_recall(rec.result.sources, qs[0].support) == 1.0
+    assert all(t.has_tokens for t in rec.trajectory.turns) and rec.trajectory.segments()
+
+
+def test_workspace_is_rebuilt_once_per_hash_and_checked(worker, memory):
+    before = worker.cache_info()["rebuilt"]
+    worker.run(_job(memory, "c1", group_size=1, budget=1))
+    worker.run(_job(memory, "c2", group_size=1, budget=1))
+    assert worker.cache_info()["rebuilt"] == max(before, 1)
+    _, data, _, qs = memory
+    with pytest.raises(ResearchJobError, match="does not match"):
+        worker.run(ResearchJob("bad", "mg", qs[0].id, qs[0].question, group_size=1, data=data, digest="0" * 64))
+    with pytest.raises(ResearchJobError, match="needs its workspace"):
+        worker.run(ResearchJob("none", "mg", qs[0].id, qs[0].question, group_size=1))
+
+
+@pytest.mark.slow
+def test_pool_runs_researcher_workers_with_the_workspace_in_the_object_store(memory):
+    import ray
+
+    from librarian.cluster.rollout_pool import RolloutPool
+
+    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
+             log_to_driver=False, configure_logging=False)
+    try:
+        _, data, digest, qs = memory
+        ref = ray.put(data)
+        spec = ResearcherSpec(options={"model": "tiny"}, budget=2, max_new_tokens=4, torch_threads=1)
+        with RolloutPool(spec, [{"num_cpus": 0.5}], worker_cls=ResearcherRolloutWorker) as pool:
+            jobs = [ResearchJob(f"j{i}", "mg", q.id, q.question, group_size=2, seed=i, data=ref, digest=digest,
+                                hint=hint_input(q) if i == 0 else None) for i, q in enumerate(qs[:2])]
+            out = pool.run(jobs)
+            assert list(out) == ["j0", "j1"] and all(len(v) == 2 for v in out.values())
+            assert out["j0"][0].hints >= 1 and out["j1"][0].hints == 0
+            assert ray.get(pool.workers[0].cache_info.remote())["rebuilt"] == 1
+    finally:
+        ray.shutdown()

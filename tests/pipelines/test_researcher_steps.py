@@ -1,0 +1,108 @@
+"""The pieces of train_researcher's steps: outcome-GRPO samples from source recall, clipping, verification."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from librarian.cluster.researcher_worker import ResearchRecord
+from librarian.learner.batch import PolicySample
+from librarian.pipelines.researcher_steps import (
+    Scored,
+    StoreRef,
+    batch_metrics,
+    clip,
+    eval_jobs,
+    hint_input,
+    samples_for,
+    score,
+    step_jobs,
+    teacher_jobs,
+    verify,
+)
+from librarian.roles.researcher_tools import Finalized
+from librarian.roles.trajectory import Trajectory, TurnRecord
+
+
+class Q:
+    def __init__(self, qid, support, answers=("Oslo",)):
+        self.id, self.question, self.support, self.answers = qid, f"where is {qid}?", support, list(answers)
+        self.keys = [f"person:{qid}"]
+
+
+def _traj(turns=2, calls=None):
+    recs = []
+    prompt: tuple[int, ...] = (1, 2, 3)
+    for i in range(turns):
+        recs.append(TurnRecord(index=i, text="t", calls=calls if (calls and i == 0) else [], prompt_ids=prompt,
+                               response_ids=(10 + i, 11 + i), logprobs=(-0.5, -0.5)))
+        prompt = prompt + (10 + i, 11 + i, 7)
+    return Trajectory("jam_researcher", "q", 4, turns=recs)
+
+
+def _rec(job, i, sources, traj=None, context="ctx", cited=()):
+    return ResearchRecord(job, "t", job.split("-")[0], i, traj or _traj(), Finalized(context, tuple(sources), True,
+                                                                                      tuple(cited)), 0, 1)
+
+
+def test_rewards_are_source_recall_and_advantages_normalise_within_groups():
+    qs = {"a": Q("a", ["s1", "s2"]), "b": Q("b", ["s3"])}
+    batch = {"a-j": [_rec("a-j", 0, ["s1"]), _rec("a-j", 1, ["s1", "s2", "x"])],
+             "b-j": [_rec("b-j", 0, []), _rec("b-j", 1, ["s3"])]}
+    scored = score(batch, qs)
+    assert scored.rewards == [0.5, 1.0, 0.0, 1.0]
+    samples = samples_for(scored, "outcome_grpo", 1.0, True)
+    adv = [max(s.advantages) if max(s.advantages) > 0 else min(s.advantages) for s in samples]
+    assert len(samples) == 4 and adv[0] < 0 < adv[1] and adv[2] < 0 < adv[3]
+    assert adv[0] == pytest.approx(-adv[1]) and adv[2] == pytest.approx(-adv[3])
+    m = batch_metrics(scored)
+    assert m["reward"] == pytest.approx(0.625) and m["reward_full_recall"] == 0.5 and m["groups_without_signal"] == 0.0
+
+
+def test_a_group_with_equal_rewards_gives_no_signal():
+    scored = score({"a-j": [_rec("a-j", 0, ["s1"]), _rec("a-j", 1, ["s1"])]}, {"a": Q("a", ["s1"])})
+    assert all(a == 0 for s in samples_for(scored, "outcome_grpo", 1.0, True) for a in s.advantages)
+    assert batch_metrics(scored)["groups_without_signal"] == 1.0
+
+
+@given(st.integers(min_value=2, max_value=40), st.integers(min_value=2, max_value=30), st.data())
+def test_clip_keeps_the_tail_and_never_trains_the_first_token(n, limit, data):
+    mask = (0,) + tuple(data.draw(st.lists(st.integers(0, 1), min_size=n - 1, max_size=n - 1)))
+    s = PolicySample(tuple(range(n)), mask, (0.0,) * n, tuple(float(m) for m in mask))
+    out, cut = clip([s], limit)
+    assert cut == int(n > limit)
+    for o in out:
+        assert len(o.token_ids) == min(n, limit) and o.token_ids == s.token_ids[-len(o.token_ids):]
+        assert o.loss_mask[0] == 0 and o.loss_mask[1:] == s.loss_mask[len(s.token_ids) - len(o.token_ids) + 1:]
+    if not out:
+        assert not any(mask[n - limit + 1:])
+    assert clip([s], 0) == ([s], 0)
+
+
+def test_verify_keeps_answered_and_well_explored_trajectories():
+    calls = [{"name": "search", "arguments": {"query": "a"}}, {"name": "browse", "arguments": {"path": "sessions/s1"}}]
+    qs = {"a": Q("a", ["s1"])}
+    good = _rec("a-1", 0, ["s1"], _traj(calls=calls), context="s1: Ann lives in Oslo", cited=["sessions/s1"])
+    no_answer = _rec("a-2", 0, ["s1"], _traj(calls=calls), context="s1: Ann", cited=["sessions/s1"])
+    shortcut = _rec("a-3", 0, ["s1"], _traj(calls=calls[:1]), context="Oslo", cited=["sessions/s1"])
+    v = verify([good, no_answer, shortcut], qs, lambda r: r.strip("/"))
+    assert v.trajectories == [good.trajectory] and v.answer_missing == 1 and v.judge_rejected == 1
+    assert v.summary()["teacher_recall"] == 1.0
+
+
+def test_jobs_rotate_questions_and_only_training_jobs_carry_hints():
+    qs = [Q("a", ["s1"]), Q("b", ["s2"]), Q("c", ["s3"])]
+    store = StoreRef("t", b"data", "h")
+    jobs = step_jobs(qs, store, 1, 2, 4, 0, 5, hints=True)
+    assert [j.question_id for j in jobs] == ["c", "a"] and all(j.group_size == 4 and j.min_version == 5 for j in jobs)
+    assert jobs[0].hint == hint_input(qs[2]) and jobs[0].hint.evidence == ("sessions/s3",)
+    assert all(j.hint is None for j in step_jobs(qs, store, 0, 2, 4, 0, 5, hints=False))
+    assert all(j.hint is None and j.greedy for j in eval_jobs(qs, store, 3, 2, 0))
+    teach = teacher_jobs(qs, store, "jam_researcher", 8, 0)
+    assert all(j.teacher == "jam_researcher" and j.hint is None and j.data == b"data" for j in teach)
+    assert len({j.job_id for j in jobs + teach}) == len(jobs + teach)
+
+
+def test_metrics_of_an_empty_batch_are_empty():
+    assert batch_metrics(Scored([], [])) == {}
