@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from librarian.config import ConfigError, to_plain
+from librarian.config import to_plain
 from librarian.pipelines.ablate_config import AblateConfig, Cell
 
 log = logging.getLogger("librarian.ablate")
@@ -251,21 +251,9 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """CLI entry: `librarian ablate [config=FILE] [key=value ...]`."""
+    """CLI entry: `librarian ablate [--config FILE] [key=value ...]`; exit 1 when a cell failed."""
     from librarian.pipelines.ablate_config import load
+    from librarian.pipelines.entry import pipeline_main
 
-    if argv and argv[0] in ("-h", "--help"):
-        from librarian.pipelines.train_builder import _flat
-
-        print(__doc__)
-        print("options (key=value):", ", ".join(sorted(_flat(to_plain(AblateConfig())))))
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        cfg = load(argv)
-        results = run(cfg)
-    except ConfigError as exc:
-        print(f"librarian ablate: {exc}")
-        return 2
-    print(f"wrote {Path(cfg.out_dir) / 'results.json'}")
-    return 0 if results["counts"][FAILED] == 0 else 1
+    return pipeline_main("ablate", __doc__, AblateConfig, run, argv, load=load,
+                         exit_code=lambda results: 0 if results["counts"][FAILED] == 0 else 1)

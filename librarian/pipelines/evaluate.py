@@ -334,10 +334,9 @@ def track(cfg: EvaluateConfig, out: Path, rows: list[dict[str, Any]], plots: lis
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian evaluate [--config FILE] [key=value ...]`."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        print("options (key=value):", ", ".join(f"{k}={v}" for k, v in to_plain(EvaluateConfig()).items()))
-        return 0
+    from librarian.pipelines.entry import pipeline_main
+
+    return pipeline_main("evaluate", __doc__, EvaluateConfig, run, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         run(load_config(EvaluateConfig, argv))

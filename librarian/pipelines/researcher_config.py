@@ -108,6 +108,7 @@ class ResearcherEvalSection:
     batch_size: int = 4
     trained: bool = True  # also research the test questions with the trained policy (greedy, no hints)
     trained_budget: int = 0  # rounds for the trained policy; 0: rollout.budget
+    trained_questions: int = 0  # test questions the trained policy researches (0: all; an LLM on CPU is slow)
 
 
 @dataclass

@@ -33,8 +33,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from librarian.config import ConfigError, load_config, to_plain
+from librarian.config import ConfigError, to_plain
 from librarian.pipelines.builder_config import TrainBuilderConfig
+from librarian.pipelines.entry import write_resolved_config
 
 log = logging.getLogger("librarian.train_builder")
 
@@ -202,10 +203,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     check(cfg)
     started = time.perf_counter()
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    from omegaconf import OmegaConf
-
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    write_resolved_config(cfg, out)
     d = cfg.data
     log.info("1/5 KBGym universe of %d people -> %d training and %d exam corpora", d.people, d.train_corpora,
              d.exam_corpora)
@@ -277,24 +275,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """CLI entry: `librarian train_builder [config=FILE] [key=value ...]`."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        print("options (key=value):", ", ".join(sorted(_flat(to_plain(TrainBuilderConfig())))))
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        cfg = load_config(TrainBuilderConfig, argv)
-    except ConfigError as exc:
-        print(f"librarian train_builder: {exc}")
-        return 2
-    results = run(cfg)
-    print(f"wrote {Path(cfg.out_dir) / 'results.json'}")
-    return 0 if results else 1
+    """CLI entry: `librarian train_builder [--config FILE] [key=value ...]`."""
+    from librarian.pipelines.entry import pipeline_main
 
-
-def _flat(d: dict, prefix: str = "") -> list[str]:
-    out: list[str] = []
-    for k, v in d.items():
-        out.extend(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else [f"{prefix}{k}"])
-    return out
+    return pipeline_main("train_builder", __doc__, TrainBuilderConfig, run, argv, check=check)

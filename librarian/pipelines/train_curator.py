@@ -269,10 +269,9 @@ def _check(cfg: TrainCuratorConfig) -> None:
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian train_curator [--config FILE] [key=value ...]`."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        print("options (key=value):", ", ".join(f"{k}={v}" for k, v in to_plain(TrainCuratorConfig()).items()))
-        return 0
+    from librarian.pipelines.entry import pipeline_main
+
+    return pipeline_main("train_curator", __doc__, TrainCuratorConfig, run, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         cfg = load_config(TrainCuratorConfig, argv)

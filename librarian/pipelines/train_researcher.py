@@ -35,7 +35,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from librarian.config import ConfigError, load_config, to_plain
+from librarian.config import ConfigError, to_plain
+from librarian.pipelines.entry import write_resolved_config
 from librarian.pipelines.researcher_config import TrainResearcherConfig
 
 log = logging.getLogger("librarian.train_researcher")
@@ -244,7 +245,8 @@ def evaluate(cfg: TrainResearcherConfig, s: Session, store: Any, task: Any, test
                                memo_fn=memo_fn(cfg))
     trained: dict[str, Any] = {}
     if cfg.eval.trained:
-        jobs = eval_jobs(test, store, s.sync.version, cfg.eval.trained_budget or cfg.rollout.budget, cfg.seed)
+        asked = test[: cfg.eval.trained_questions] if cfg.eval.trained_questions else test
+        jobs = eval_jobs(asked, store, s.sync.version, cfg.eval.trained_budget or cfg.rollout.budget, cfg.seed)
         records = [r for recs in s.rollouts.run(jobs, s.sync.box).values() for r in recs]
         trained = trained_summary(records, {q.id: q for q in test}, cfg.eval.n_boot, cfg.eval.seed)
     return arms, trained
@@ -263,10 +265,7 @@ def run(cfg: TrainResearcherConfig) -> dict[str, Any]:
     check(cfg)
     started = time.perf_counter()
     out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    from omegaconf import OmegaConf
-
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    write_resolved_config(cfg, out)
     task, train, test = load_task(cfg)
     log.info("1/5 Memory-Gym: %d sessions, %d train and %d test questions -> hierarchical and flat stores",
              len(task.sessions), len(train), len(test))
@@ -354,24 +353,6 @@ def summarize(cfg: TrainResearcherConfig, arms: dict, trained: dict, sft: dict, 
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian train_researcher [--config FILE] [key=value ...]`."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        print("options (key=value):", ", ".join(sorted(_flat(to_plain(TrainResearcherConfig())))))
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        cfg = load_config(TrainResearcherConfig, argv)
-        check(cfg)
-    except (ConfigError, ValueError) as exc:  # ValueError: a section's own validation (learner, eval)
-        print(f"librarian train_researcher: {exc}")
-        return 2
-    results = run(cfg)
-    print(f"wrote {Path(cfg.out_dir) / 'results.json'}")
-    return 0 if results else 1
+    from librarian.pipelines.entry import pipeline_main
 
-
-def _flat(d: dict, prefix: str = "") -> list[str]:
-    out: list[str] = []
-    for k, v in d.items():
-        out.extend(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else [f"{prefix}{k}"])
-    return out
+    return pipeline_main("train_researcher", __doc__, TrainResearcherConfig, run, argv, check=check)

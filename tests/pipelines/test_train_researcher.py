@@ -26,11 +26,13 @@ SMALL = """
 steps: 2
 data: {speakers: 6, sessions: 80, seed: 1, test_fraction: 0.3, train_questions: 6, test_questions: 12}
 ray: {learner_cpus: 0.5}
+search: {embedder: hashing}
 rollout: {options: {model: tiny}, workers: 1, cpus_per_worker: 0.5, budget: 2, max_new_tokens: 8,
           torch_threads: 1, hint_every: 1}
 learner: {batch_size: 1, group_size: 2, lr: 1.0e-3, grad_accum: 4, lora: {rank: 4, alpha: 8}}
 sft: {questions: 4, budget: 8, max_tokens: 1024, batch_size: 2}
-eval: {arms: [hierarchical, flat], n_boot: 200, batch_size: 8, trained_budget: 2}
+eval: {arms: [hierarchical, flat], n_boot: 200, batch_size: 8, trained_budget: 2, trained_questions: 3,
+       embedder: hashing}
 """
 
 
@@ -59,7 +61,7 @@ def test_results_have_the_headline_figures_and_plots(run):
         assert key in r, key
     low, high = r["source_recall_flat_ci"]
     assert low <= r["source_recall_flat"] <= high
-    assert r["trained"]["n"] == 12 and r["trained"]["hints"] == 0  # evaluation never hints
+    assert r["trained"]["n"] == 3 and r["trained"]["hints"] == 0  # evaluation never hints
     assert set(r["runtime"]) == {"hierarchical", "flat"} and r["runtime"]["hierarchical"]["construction_s"] > 0
     for name in ("arms.png", "reward_curve.png", "results.md", "evaluation.json", "config.yaml"):
         assert (out / name).is_file(), name
