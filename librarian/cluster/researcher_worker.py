@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from librarian.cluster.faults import CrashPlan
-from librarian.cluster.rollout_worker import BuilderRolloutWorker, TeacherBackend
+from librarian.cluster.rollout_worker import BuilderRolloutWorker
 from librarian.roles.hints import HintInput
 
 log = logging.getLogger(__name__)
@@ -144,19 +144,13 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
 
     def run(self, job: ResearchJob, box: list | None = None) -> list[ResearchRecord]:  # type: ignore[override]
         """Research the job's question `group_size` times; one record per episode, in group order."""
-        from librarian.models.base import SamplingParams
-        from librarian.roles import LoopConfig
         from librarian.roles.definitions import jam_researcher
-        from librarian.roles.episode import run_episodes
         from librarian.roles.hints import HintedEnv, HintSchedule, scripted_hint
         from librarian.roles.researcher import ResearchEnv
         from librarian.roles.researcher_tools import finalized
 
-        self.sync(job.min_version, box or [])
+        self.begin(job, box)
         spec: ResearcherSpec = self.spec  # type: ignore[assignment]
-        crash: CrashPlan = spec.crash
-        if crash.should_crash(job.job_id, 0):
-            crash.crash(job.job_id)
         ctx = self.context(job)
         role = jam_researcher(budget=job.budget or spec.budget, max_calls_per_turn=spec.max_calls_per_turn,
                               memory_window=spec.memory_window or None)
@@ -166,13 +160,7 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
             if job.hint is not None and spec.hint_every > 0:
                 env = HintedEnv(env, scripted_hint, job.hint, HintSchedule(enabled=True, every=spec.hint_every))
             envs.append(env)
-        temperature = 0.0 if job.greedy else spec.temperature
-        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=temperature,
-                                         top_p=spec.top_p, seed=job.seed))
-        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
-        trajectories = run_episodes(envs, backend, role, loop)
-        if crash.should_crash(job.job_id, job.group_size):
-            crash.crash(job.job_id)
+        trajectories = self.episodes(job, envs, role)
         return [ResearchRecord(job.job_id, job.task_id, job.question_id, i, traj, finalized(traj.answer), self.version,
                                os.getpid(), len(getattr(env, "hints", [])))
                 for i, (traj, env) in enumerate(zip(trajectories, envs, strict=True))]

@@ -189,16 +189,34 @@ class BuilderRolloutWorker:
         if self.version < min_version:
             raise WeightSyncError(f"loaded version {self.version}, the job needs {min_version}")
 
+    def begin(self, job: Any, box: list | None) -> None:
+        """Before a job: load newer weights if it needs them; the injected crash point before any work."""
+        self.sync(job.min_version, box or [])
+        if self.spec.crash.should_crash(job.job_id, 0):
+            self.spec.crash.crash(job.job_id)
+
+    def episodes(self, job: Any, envs: list, role: Any) -> list:
+        """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
+        evaluation, seeded by the job; then the injected crash point after the work."""
+        from librarian.models.base import SamplingParams
+        from librarian.roles import LoopConfig, run_episodes
+
+        spec = self.spec
+        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
+                                         temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
+                                         seed=job.seed))
+        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
+        trajectories = run_episodes(envs, backend, role, loop)
+        if spec.crash.should_crash(job.job_id, job.group_size):
+            spec.crash.crash(job.job_id)
+        return trajectories
+
     def run(self, job: BuildJob, box: list | None = None) -> list[RolloutRecord]:
         """Build the job's corpus `group_size` times; one record per build, in group order."""
-        from librarian.models.base import SamplingParams
-        from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
+        from librarian.roles import ToolContext, ToolEnv, librarian_builder
         from librarian.workspace import Workspace
 
-        self.sync(job.min_version, box or [])
-        crash: CrashPlan = self.spec.crash
-        if crash.should_crash(job.job_id, 0):
-            crash.crash(job.job_id)
+        self.begin(job, box)
         spec = self.spec
         role = librarian_builder(budget=job.budget or spec.budget)
         envs, spaces = [], []
@@ -207,13 +225,7 @@ class BuilderRolloutWorker:
             spaces.append(ws)
             env = ToolEnv(role, ToolContext(ws), build_task(ws, spec.listing_lines))
             envs.append(ProbingEnv(env, ws, spec, job.hints))
-        temperature = 0.0 if job.greedy else spec.temperature
-        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=temperature,
-                                         top_p=spec.top_p, seed=job.seed))
-        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
-        trajectories = run_episodes(envs, backend, role, loop)
-        if crash.should_crash(job.job_id, job.group_size):
-            crash.crash(job.job_id)
+        trajectories = self.episodes(job, envs, role)
         return [RolloutRecord(job.job_id, job.corpus_id, i, traj, self.version, env.probes, snapshot(ws),
                               [float(t.actions) for t in traj.turns], os.getpid())
                 for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]
