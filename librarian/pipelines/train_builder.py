@@ -25,17 +25,15 @@ Locally `ray.init()` starts on this machine; on a cluster:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from librarian.config import ConfigError, to_plain
 from librarian.pipelines.builder_config import TrainBuilderConfig
 from librarian.pipelines.entry import write_resolved_config
+from librarian.pipelines.grpo_loop import loss_text, run_grpo_steps
 
 log = logging.getLogger("librarian.train_builder")
 
@@ -237,23 +235,11 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
         s.sync.publish(s.learner)
         log.info("4/5 GRPO: steps %d..%d, %d corpora x %d builds per step", first, cfg.steps - 1,
                  cfg.learner.batch_size, cfg.learner.group_size)
-        traj_file = (out / "trajectories.jsonl").open("a", encoding="utf-8") if cfg.save_trajectories else None
-        for step in tqdm(range(first, cfg.steps), desc="grpo", unit="step"):
-            metrics, scored = grpo_step(cfg, s, train, step, initial, probes)
-            metrics["step"] = float(step)
-            history.append(metrics)
-            tracker.log_metrics(metrics, step)
-            log.info("step %d: reward %.3f, loss %s, utility gain %.3f, version %d", step, metrics.get("reward", 0.0),
-                     f"{metrics['loss']:.4f}" if "loss" in metrics else "-", metrics.get("utility_gain", 0.0),
-                     s.sync.version)
-            if traj_file is not None:
-                for row in trajectory_rows(scored, step):
-                    traj_file.write(json.dumps(row, default=str) + "\n")
-                traj_file.flush()
-            if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-                ray.get(s.learner.save.remote(str(out / "checkpoints" / f"step_{step}"), {"step": step}))
-        if traj_file is not None:
-            traj_file.close()
+        history = run_grpo_steps(
+            range(first, cfg.steps), lambda step: grpo_step(cfg, s, train, step, initial, probes), trajectory_rows,
+            tracker, s.learner, out, cfg.save_trajectories, cfg.checkpoint_every,
+            lambda step, m: (f"step {step}: reward {m.get('reward', 0.0):.3f}, loss {loss_text(m)}, utility gain "
+                             f"{m.get('utility_gain', 0.0):.3f}, version {s.sync.version}"))
         rows, exam_detail = [], {}
         if cfg.exam.enabled:
             log.info("5/5 exam: flat store vs scripted builder vs trained builder on %d corpora", len(exam))

@@ -27,16 +27,14 @@ Locally `ray.init()` starts on this machine; on a cluster:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from librarian.config import ConfigError, to_plain
 from librarian.pipelines.entry import write_resolved_config
+from librarian.pipelines.grpo_loop import loss_text, run_grpo_steps
 from librarian.pipelines.researcher_config import TrainResearcherConfig
 
 log = logging.getLogger("librarian.train_researcher")
@@ -294,23 +292,12 @@ def run(cfg: TrainResearcherConfig) -> dict[str, Any]:
         norms["after_sft"] = s.norm()
         log.info("4/5 hint-guided GRPO: %d steps, %d questions x %d trajectories, hints every %d rounds", cfg.steps,
                  cfg.learner.batch_size, cfg.learner.group_size, cfg.rollout.hint_every)
-        traj_file = (out / "trajectories.jsonl").open("a", encoding="utf-8") if cfg.save_trajectories else None
-        for step in tqdm(range(cfg.steps), desc="grpo", unit="step"):
-            metrics, scored = grpo_step(cfg, s, store, train, step)
-            metrics["step"] = float(step)
-            history.append(metrics)
-            tracker.log_metrics(metrics, step)
-            log.info("step %d: source recall %.3f, loss %s, rounds %.1f, hints %.1f, version %d", step,
-                     metrics.get("reward", 0.0), f"{metrics['loss']:.4f}" if "loss" in metrics else "-",
-                     metrics.get("rounds", 0.0), metrics.get("hints_per_episode", 0.0), s.sync.version)
-            if traj_file is not None:
-                for row in trajectory_rows(scored, step):
-                    traj_file.write(json.dumps(row, default=str) + "\n")
-                traj_file.flush()
-            if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-                ray.get(s.learner.save.remote(str(out / "checkpoints" / f"step_{step}"), {"step": step}))
-        if traj_file is not None:
-            traj_file.close()
+        history = run_grpo_steps(
+            range(cfg.steps), lambda step: grpo_step(cfg, s, store, train, step), trajectory_rows, tracker,
+            s.learner, out, cfg.save_trajectories, cfg.checkpoint_every,
+            lambda step, m: (f"step {step}: source recall {m.get('reward', 0.0):.3f}, loss {loss_text(m)}, rounds "
+                             f"{m.get('rounds', 0.0):.1f}, hints {m.get('hints_per_episode', 0.0):.1f}, "
+                             f"version {s.sync.version}"))
         norms["final"] = s.norm()
         arms: dict[str, Any] = {}
         trained: dict[str, Any] = {}
