@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "train_curator": ("librarian.pipelines.train_curator:main", "KBGym supervised curation (forward/backward passes)"),
     "train_researcher": ("librarian.pipelines.train_researcher:main", "JAM: verified-trajectory SFT then hint-guided GRPO"),
     "evaluate": ("librarian.pipelines.evaluate:main", "exams, baselines, metrics and plots"),
+    "evaluate_memory": ("librarian.pipelines.evaluate_memory:main", "JAM: the researcher's arms on Memory-Gym or benchmark files"),
     "ablate": ("librarian.pipelines.ablate:main", "sweeps of ablations across nodes"),
     "build": ("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
     "ask": ("librarian.app.ask:main", "answer questions over a workspace with a reader role"),

@@ -103,6 +103,9 @@ PIPELINES: dict[str, Pipeline] = {
     "train_researcher": Pipeline("librarian.pipelines.train_researcher:run",
                                  "librarian.pipelines.researcher_config:TrainResearcherConfig",
                                  "librarian.pipelines.train_researcher:check"),
+    "evaluate_memory": Pipeline("librarian.pipelines.evaluate_memory:run",
+                                "librarian.pipelines.evaluate_memory:EvaluateMemoryConfig",
+                                "librarian.pipelines.evaluate_memory:check"),
 }
 
 
