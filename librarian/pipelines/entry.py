@@ -50,7 +50,11 @@ def pipeline_main(name: str, doc: str | None, schema: type, run: Callable[[Any],
     except (ConfigError, ValueError) as exc:  # ValueError: a section's own validation
         print(f"librarian {name}: {exc}")
         return 2
-    results = run(cfg)
+    try:
+        results = run(cfg)
+    except ConfigError as exc:  # a setting that only the run can judge (a sweep's cells, a split's size)
+        print(f"librarian {name}: {exc}")
+        return 2
     out_dir = getattr(cfg, "out_dir", None)
     if out_dir and (Path(out_dir) / "results.json").is_file():
         print(f"wrote {Path(out_dir) / 'results.json'}")

@@ -336,7 +336,7 @@ def main(argv: list[str]) -> int:
     """CLI entry: `librarian evaluate [--config FILE] [key=value ...]`."""
     from librarian.pipelines.entry import pipeline_main
 
-    return pipeline_main("evaluate", __doc__, EvaluateConfig, run, argv)
+    return pipeline_main("evaluate", __doc__, EvaluateConfig, run, argv, check=_check)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         run(load_config(EvaluateConfig, argv))

@@ -271,7 +271,7 @@ def main(argv: list[str]) -> int:
     """CLI entry: `librarian train_curator [--config FILE] [key=value ...]`."""
     from librarian.pipelines.entry import pipeline_main
 
-    return pipeline_main("train_curator", __doc__, TrainCuratorConfig, run, argv)
+    return pipeline_main("train_curator", __doc__, TrainCuratorConfig, run, argv, check=_check)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         cfg = load_config(TrainCuratorConfig, argv)

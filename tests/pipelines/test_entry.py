@@ -74,3 +74,11 @@ def test_config_keys_name_each_leaf_once(cfg):
 
     got = config_keys(cfg)
     assert sorted(got) == sorted(leaves(cfg)) and len(set(got)) == len(got)
+
+
+def test_a_config_error_raised_by_the_run_is_one_line_and_exit_2(capsys):
+    def run(cfg: Toy) -> dict:
+        raise ConfigError("cell 'a': unknown config key 'x'")
+
+    assert pipeline_main("toy", None, Toy, run, []) == 2
+    assert capsys.readouterr().out.strip() == "librarian toy: cell 'a': unknown config key 'x'"
