@@ -11,8 +11,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-# name -> ("module:function" or None when not built yet, one-line summary)
-COMMANDS: dict[str, tuple[str | None, str]] = {
+# name -> ("module:function", one-line summary)
+COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("librarian.pipelines.demo:main", "the whole system at toy scale on one CPU machine"),
     "data": ("librarian.datasets.cli:main", "generate or convert a dataset to Parquet"),
     "train_builder": ("librarian.pipelines.train_builder:main", "Librarian Agents: builder RL with dense telescoping rewards"),
@@ -32,9 +32,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
 def _usage() -> str:
     width = max(len(n) for n in COMMANDS)
     lines = ["usage: librarian <command> [args...]", "", "commands:"]
-    for name, (target, summary) in COMMANDS.items():
-        note = "" if target else "  (not built yet)"
-        lines.append(f"  {name:<{width}}  {summary}{note}")
+    for name, (_, summary) in COMMANDS.items():
+        lines.append(f"  {name:<{width}}  {summary}")
     lines.append("")
     lines.append("Run `librarian <command> --help` for a command's options.")
     return "\n".join(lines)
@@ -59,11 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         print(f"librarian: unknown command '{name}'{hint}; run `librarian --help`", file=sys.stderr)
         return 2
-    target, _ = COMMANDS[name]
-    if target is None:
-        print(f"librarian {name}: not built yet", file=sys.stderr)
-        return 2
-    module_name, func_name = target.split(":")
+    module_name, func_name = COMMANDS[name][0].split(":")
     func = getattr(importlib.import_module(module_name), func_name)
     return int(func(rest) or 0)
 

@@ -19,8 +19,8 @@ from librarian.models.base import (
     ToolSchema,
 )
 
-# name -> "module:factory", or None while the backend is not built yet
-BACKENDS: dict[str, str | None] = {
+# name -> "module:factory"
+BACKENDS: dict[str, str] = {
     "hf": "librarian.models.hf:make_hf_backend",
     "openai": "librarian.models.openai:OpenAIBackend",
     "scripted": "librarian.models.scripted:make_scripted_backend",
@@ -32,11 +32,7 @@ def make_backend(name: str, **kwargs: Any) -> PolicyBackend:
     """The backend called `name`, built with `kwargs` (see each factory for its options)."""
     if name not in BACKENDS:
         raise BackendError(f"unknown policy backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    target = BACKENDS[name]
-    if target is None:
-        raise BackendError(f"policy backend {name!r} is not built yet; use 'hf' (transformers) or 'openai' "
-                           "(for example against a `vllm serve` endpoint) meanwhile")
-    module, factory = target.split(":")
+    module, factory = BACKENDS[name].split(":")
     return getattr(importlib.import_module(module), factory)(**kwargs)
 
 
