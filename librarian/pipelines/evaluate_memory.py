@@ -26,6 +26,7 @@ from typing import Any
 
 from librarian.config import ConfigError, to_plain
 from librarian.pipelines.entry import write_resolved_config
+from librarian.pipelines.researcher_config import ArmsEvalSection
 
 log = logging.getLogger("librarian.evaluate_memory")
 KINDS = ("memorygym", "locomo", "longmemeval", "hotpotqa", "narrativeqa")
@@ -49,22 +50,6 @@ class BackendSpec:
 
 
 @dataclass
-class MemoryEvalSection:
-    """`librarian.evaluation.memory_eval.ResearcherEvalConfig`'s fields."""
-
-    arms: list[str] = field(default_factory=lambda: ["hierarchical", "flat", "no_researcher", "no_bm25", "no_dense"])
-    budget: int = 20
-    max_calls_per_turn: int = 4
-    embedder: str = "minilm"
-    one_shot_k: int = 5
-    n_boot: int = 2000
-    seed: int = 0
-    max_new_tokens: int = 512
-    temperature: float = 0.0
-    batch_size: int = 1
-
-
-@dataclass
 class EvaluateMemoryConfig:
     """What `librarian evaluate_memory` runs; override any field as key=value."""
 
@@ -76,7 +61,7 @@ class EvaluateMemoryConfig:
     memorygym: GeneratedHistory = field(default_factory=GeneratedHistory)
     researcher: BackendSpec = field(default_factory=BackendSpec)
     client: BackendSpec = field(default_factory=lambda: BackendSpec(backend="", options={}))  # "": no client
-    eval: MemoryEvalSection = field(default_factory=MemoryEvalSection)
+    eval: ArmsEvalSection = field(default_factory=ArmsEvalSection)
     experiment: str = "evaluate_memory"
     tracking_uri: str = ""  # empty: a local MLflow store under out_dir
 
@@ -91,20 +76,7 @@ def check(cfg: EvaluateMemoryConfig) -> None:
         raise ConfigError(f"path {cfg.path!r} does not exist")
     if cfg.max_tasks < 0:
         raise ConfigError(f"max_tasks must be >= 0, got {cfg.max_tasks}")
-    eval_config(cfg)
-
-
-def eval_config(cfg: EvaluateMemoryConfig) -> Any:
-    from librarian.evaluation.memory_eval import ResearcherEvalConfig
-
-    e = cfg.eval
-    try:
-        return ResearcherEvalConfig(arms=tuple(e.arms), budget=e.budget, max_calls_per_turn=e.max_calls_per_turn,
-                                    embedder=e.embedder, one_shot_k=e.one_shot_k, n_boot=e.n_boot, seed=e.seed,
-                                    max_new_tokens=e.max_new_tokens, temperature=e.temperature,
-                                    batch_size=e.batch_size)
-    except ValueError as exc:
-        raise ConfigError(f"eval: {exc}") from None
+    cfg.eval.to_eval_config()
 
 
 def load_tasks(cfg: EvaluateMemoryConfig) -> list:
@@ -142,7 +114,7 @@ def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
     try:
         tracker.log_config(to_plain(cfg))
         log.info("2/3 the %s researcher on arms %s", cfg.researcher.backend, ", ".join(cfg.eval.arms))
-        ev = evaluate_researcher(tasks, researcher, eval_config(cfg), client=client)
+        ev = evaluate_researcher(tasks, researcher, cfg.eval.to_eval_config(), client=client)
         log.info("3/3 writing results to %s", out)
         arms = ev["arms"]
         results: dict[str, Any] = {

@@ -11,6 +11,7 @@ teacher), `eval` (the fields of `ResearcherEvalConfig`) and tracking.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from librarian.cluster.faults import CrashPlan
 from librarian.cluster.topology import RayConfig
@@ -93,19 +94,43 @@ class ResearcherSFTConfig:
 
 
 @dataclass
-class ResearcherEvalSection:
-    """After training: `evaluate_researcher` (the scripted researcher on every arm) and the trained policy."""
+class ArmsEvalSection:
+    """`librarian.evaluation.memory_eval.ResearcherEvalConfig` as a config section (lists, not tuples)."""
 
-    enabled: bool = True
     arms: list[str] = field(default_factory=lambda: ["hierarchical", "flat", "no_researcher", "no_bm25", "no_dense"])
     budget: int = 20
     max_calls_per_turn: int = 4
-    embedder: str = "hashing"
+    embedder: str = "minilm"
     one_shot_k: int = 5
-    n_boot: int = 1000
+    n_boot: int = 2000
     seed: int = 0
     max_new_tokens: int = 512
+    temperature: float = 0.0
+    batch_size: int = 1
+
+    def to_eval_config(self) -> Any:
+        """The `ResearcherEvalConfig`; a bad value raises `ConfigError` naming it."""
+        from librarian.config import ConfigError
+        from librarian.evaluation.memory_eval import ResearcherEvalConfig
+
+        try:
+            return ResearcherEvalConfig(arms=tuple(self.arms), budget=self.budget,
+                                        max_calls_per_turn=self.max_calls_per_turn, embedder=self.embedder,
+                                        one_shot_k=self.one_shot_k, n_boot=self.n_boot, seed=self.seed,
+                                        max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                        batch_size=self.batch_size)
+        except ValueError as exc:
+            raise ConfigError(f"eval: {exc}") from None
+
+
+@dataclass
+class ResearcherEvalSection(ArmsEvalSection):
+    """After training: `evaluate_researcher` (the scripted researcher on every arm) and the trained policy."""
+
+    embedder: str = "hashing"
+    n_boot: int = 1000
     batch_size: int = 4
+    enabled: bool = True
     trained: bool = True  # also research the test questions with the trained policy (greedy, no hints)
     trained_budget: int = 0  # rounds for the trained policy; 0: rollout.budget
     trained_questions: int = 0  # test questions the trained policy researches (0: all; an LLM on CPU is slow)

@@ -40,16 +40,6 @@ from librarian.pipelines.researcher_config import TrainResearcherConfig
 log = logging.getLogger("librarian.train_researcher")
 
 
-def eval_config(cfg: TrainResearcherConfig) -> Any:
-    """The `ResearcherEvalConfig` of the `eval` section."""
-    from librarian.evaluation.memory_eval import ResearcherEvalConfig
-
-    e = cfg.eval
-    return ResearcherEvalConfig(arms=tuple(e.arms), budget=e.budget, max_calls_per_turn=e.max_calls_per_turn,
-                                embedder=e.embedder, one_shot_k=e.one_shot_k, n_boot=e.n_boot, seed=e.seed,
-                                max_new_tokens=e.max_new_tokens, batch_size=e.batch_size)
-
-
 def check(cfg: TrainResearcherConfig) -> None:
     """Raise `ConfigError` naming the first inconsistent setting."""
     from librarian.evaluation.memory_arms import SEARCH_MODES
@@ -90,10 +80,7 @@ def check(cfg: TrainResearcherConfig) -> None:
     for name, (value, allowed) in choices.items():
         if value not in allowed:
             raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-    try:
-        eval_config(cfg)
-    except ValueError as exc:
-        raise ConfigError(f"eval: {exc}") from None
+    cfg.eval.to_eval_config()  # raises ConfigError naming a bad eval setting
 
 
 class Session:
@@ -239,7 +226,7 @@ def evaluate(cfg: TrainResearcherConfig, s: Session, store: Any, task: Any, test
     from librarian.pipelines.researcher_steps import eval_jobs, trained_summary
 
     arms = evaluate_researcher([MemoryTask(task.name, task.sessions, tuple(test))],
-                               make_backend("scripted", policy=cfg.sft.teacher), eval_config(cfg),
+                               make_backend("scripted", policy=cfg.sft.teacher), cfg.eval.to_eval_config(),
                                memo_fn=memo_fn(cfg))
     trained: dict[str, Any] = {}
     if cfg.eval.trained:
