@@ -30,7 +30,8 @@ class LearnerActor:
         model = getattr(policy, "model", None)
         if model is None:
             raise ValueError(f"the learner needs a backend with a local model (hf); {backend!r} has none")
-        self.learner = Learner(model.to(cfg.device), cfg, pad_id=getattr(policy, "pad_id", 0))
+        self.learner = Learner(model.to(cfg.device), cfg, pad_id=getattr(policy, "pad_id", 0),
+                               tokenizer=getattr(policy, "tokenizer", None))
 
     def pid(self) -> int:
         return os.getpid()
@@ -56,13 +57,20 @@ class LearnerActor:
         with self._micro(len(samples)):
             return self.learner.step(samples)
 
-    def sft(self, samples: Sequence[Any], epochs: int = 1, batch_size: int = 8, seed: int = 0) -> list[dict]:
-        """Verified-trajectory SFT (`librarian.learner.sft.fine_tune`); each step's metrics."""
+    def sft(self, samples: Sequence[Any], epochs: int = 1, batch_size: int = 8, seed: int = 0,
+            lr: float = 0.0) -> list[dict]:
+        """Verified-trajectory SFT (`librarian.learner.sft.fine_tune`); each step's metrics. At the end the
+        fine-tuned policy becomes the KL reference (`Learner.freeze_reference`), for every pipeline."""
         from librarian.learner.sft import fine_tune
 
         smallest = min(len(samples), batch_size, len(samples) % batch_size or batch_size)  # the last batch
         with self._micro(smallest):
-            return fine_tune(self.learner, samples, epochs=epochs, batch_size=batch_size, seed=seed, progress=False)
+            return fine_tune(self.learner, samples, epochs=epochs, batch_size=batch_size, seed=seed, progress=False,
+                             lr=lr or None)
+
+    def freeze_reference(self) -> None:
+        """Make the current policy the KL reference (SFT does this itself; for other warm starts)."""
+        self.learner.freeze_reference()
 
     def mean_nll(self, samples: Sequence[Any]) -> float:
         from librarian.learner.sft import mean_nll

@@ -14,6 +14,14 @@ every=K_h)` and the scripted hint generator. Evaluation jobs carry no hint and
 never see one. A job with a `teacher` runs that scripted policy instead of the
 model, tokenized by the model's tokenizer (`TeacherBackend`), for SFT.
 
+With `constrained` (the default) every policy turn is sampled under the
+grammar of the researcher's tools (`tool_call_grammar`: a short free-text
+thought when `free_text`, then 1..`max_calls_per_turn` tool calls), so every
+sampled call parses; the forced finalize is sampled under the finalize
+tool's grammar. Teacher turns are the scripted policy's text and are never
+constrained (`TeacherBackend.honours_grammar` is False, and the loop is not
+constrained for teacher jobs).
+
 The worker shares `BuilderRolloutWorker`'s surface and weight loading (`pid`,
 `policy_version`, `load`, `sync`), so `RolloutPool(worker_cls=...)`, the
 learner and `WeightSync` are the builder's.
@@ -28,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from librarian.cluster.faults import CrashPlan
-from librarian.cluster.rollout_worker import BuilderRolloutWorker
+from librarian.cluster.rollout_worker import BuilderRolloutWorker, TeacherBackend
 from librarian.roles.hints import HintInput
 
 log = logging.getLogger(__name__)
@@ -57,6 +65,8 @@ class ResearcherSpec:
     cache_size: int = 4  # workspaces (with their index) kept per worker
     torch_threads: int = 0
     crash: CrashPlan = field(default_factory=CrashPlan)
+    constrained: bool = True  # policy turns sampled under the tools' grammar (up to max_calls_per_turn calls)
+    free_text: bool = True  # under the grammar, a short thought may precede the calls (think-explore-reflect)
 
 
 @dataclass
@@ -141,6 +151,25 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
     def cache_info(self) -> dict[str, int]:
         """How many workspaces are cached and how many were rebuilt (tests check one rebuild per hash)."""
         return {"cached": len(self.contexts), "rebuilt": self.rebuilt}
+
+    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = ()) -> list:
+        """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
+        evaluation, seeded by the job, policy turns under the tools' grammar when `constrained`; then the
+        injected crash point after the work."""
+        from librarian.models.base import SamplingParams
+        from librarian.roles import LoopConfig, run_episodes
+
+        spec: ResearcherSpec = self.spec  # type: ignore[assignment]
+        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
+                                         temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
+                                         seed=job.seed),
+                          constrained=spec.constrained and not job.teacher, free_text=spec.free_text,
+                          grammar_enums=(("sources", paths),) if paths else ())
+        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
+        trajectories = run_episodes(envs, backend, role, loop)
+        if spec.crash.should_crash(job.job_id, job.group_size):
+            spec.crash.crash(job.job_id)
+        return trajectories
 
     def run(self, job: ResearchJob, box: list | None = None) -> list[ResearchRecord]:  # type: ignore[override]
         """Research the job's question `group_size` times; one record per episode, in group order."""

@@ -44,6 +44,8 @@ class RolloutSpec:
     listing_lines: int = 40
     torch_threads: int = 0  # 0: torch's default
     crash: CrashPlan = field(default_factory=CrashPlan)
+    constrained: bool = False  # tool calls under the tools' grammar; `sources` held to the corpus's documents
+    content_executor: str = "none"  # extractive: writes the text of files whose call leaves it out
 
 
 @dataclass
@@ -118,6 +120,17 @@ class ProbingEnv:
         return step
 
 
+def content_executor(name: str) -> dict:
+    """The `ToolContext.extra` that attaches the named content executor (`none`: nothing attached)."""
+    if name in ("", "none"):
+        return {}
+    if name != "extractive":
+        raise ValueError(f"rollout.content_executor must be extractive or none, got {name!r}")
+    from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
+
+    return {EXECUTOR_KEY: ExtractiveExecutor()}
+
+
 def snapshot(workspace: Any) -> bytes:
     """A workspace as Arrow IPC stream bytes (what travels to the probe pool)."""
     from librarian.workspace import codec
@@ -134,6 +147,7 @@ class TeacherBackend:
         self.scripted = make_backend("scripted", policy=policy)
         self.tok = tokenizer_backend
         self.name = f"teacher:{policy}"
+        self.honours_grammar = False  # its text is the program's, not sampled under a grammar
 
     def render_prompt(self, messages: Any, tools: Any = None) -> str:
         return self.tok.render_prompt(messages, tools)
@@ -195,7 +209,7 @@ class BuilderRolloutWorker:
         if self.spec.crash.should_crash(job.job_id, 0):
             self.spec.crash.crash(job.job_id)
 
-    def episodes(self, job: Any, envs: list, role: Any) -> list:
+    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = ()) -> list:
         """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
         evaluation, seeded by the job; then the injected crash point after the work."""
         from librarian.models.base import SamplingParams
@@ -204,7 +218,9 @@ class BuilderRolloutWorker:
         spec = self.spec
         loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
-                                         seed=job.seed))
+                                         seed=job.seed),
+                          constrained=spec.constrained and not job.teacher,
+                          grammar_enums=(("sources", paths),) if paths else ())
         backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
         trajectories = run_episodes(envs, backend, role, loop)
         if spec.crash.should_crash(job.job_id, job.group_size):
@@ -223,9 +239,11 @@ class BuilderRolloutWorker:
         for _ in range(job.group_size):
             ws = Workspace.from_documents(job.docs)
             spaces.append(ws)
-            env = ToolEnv(role, ToolContext(ws), build_task(ws, spec.listing_lines))
+            env = ToolEnv(role, ToolContext(ws, extra=content_executor(spec.content_executor)),
+                          build_task(ws, spec.listing_lines))
             envs.append(ProbingEnv(env, ws, spec, job.hints))
-        trajectories = self.episodes(job, envs, role)
+        paths = tuple(n.path for n in spaces[0] if n.kind == "raw") if spec.constrained else ()
+        trajectories = self.episodes(job, envs, role, paths)
         return [RolloutRecord(job.job_id, job.corpus_id, i, traj, self.version, env.probes, snapshot(ws),
                               [float(t.actions) for t in traj.turns], os.getpid())
                 for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]

@@ -27,6 +27,8 @@ class PolicySample:
     old_logprobs: tuple[float, ...]
     advantages: tuple[float, ...]
     policy_version: int = -1
+    constraints: tuple[tuple[int, int, str], ...] = ()  # (start, end, grammar): tokens sampled under a grammar
+
 
     def __post_init__(self) -> None:
         n = len(self.token_ids)
@@ -36,6 +38,9 @@ class PolicySample:
             raise LearnerError(f"PolicySample needs >= 2 tokens and equal lengths: token_ids {n}, {lengths}")
         if self.loss_mask[0]:
             raise LearnerError("PolicySample.loss_mask[0] must be 0: the first token has no context to predict it")
+        for start, end, _grammar in self.constraints:
+            if not 1 <= start <= end <= n:
+                raise LearnerError(f"PolicySample constraint span ({start}, {end}) is outside its {n} tokens")
 
     @property
     def trained_tokens(self) -> int:
@@ -121,7 +126,8 @@ def samples_from_trajectory(trajectory: Any, turn_advantages: Mapping[int, float
             raise LearnerError(f"segment has {len(positions)} generated tokens but its turns account for {at}")
         if seg.loss_mask and seg.loss_mask[0]:
             raise LearnerError("a segment starts with a generated token: its prompt is empty")
-        out.append(PolicySample(seg.token_ids, seg.loss_mask, seg.logprobs, tuple(advantage), policy_version))
+        out.append(PolicySample(seg.token_ids, seg.loss_mask, seg.logprobs, tuple(advantage), policy_version,
+                                seg.constraints))
     return out
 
 

@@ -76,8 +76,8 @@ def validate(cfg: LearnerConfig) -> LearnerConfig:
     """Raise `LearnerError` naming the first bad field."""
     if cfg.engine not in ENGINES:
         raise LearnerError(f"learner.engine must be one of {', '.join(ENGINES)}, got {cfg.engine!r}")
-    if not cfg.lr > 0:
-        raise LearnerError(f"learner.lr must be > 0, got {cfg.lr}")
+    if not cfg.lr >= 0:  # 0 is the control run of a learning benchmark: everything runs, nothing moves
+        raise LearnerError(f"learner.lr must be >= 0, got {cfg.lr}")
     if cfg.grad_accum < 1:
         raise LearnerError(f"learner.grad_accum must be >= 1, got {cfg.grad_accum}")
     if not cfg.temperature > 0:

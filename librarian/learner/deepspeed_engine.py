@@ -123,6 +123,17 @@ class DeepSpeedEngine:
             else:
                 self.ds.module.load_state_dict(state)
 
+    def set_lr(self, lr: float) -> None:
+        """The learning rate of every parameter group from now on (DeepSpeed's wrapper and the base optimizer)."""
+        for opt in {id(o): o for o in (self.optimizer, getattr(self.optimizer, "optimizer", None)) if o}.values():
+            for group in opt.param_groups:
+                group["lr"] = float(lr)
+
+    def reset_optimizer(self) -> None:
+        """Forget the moments of the base optimizer DeepSpeed wraps (its state refills on the next step)."""
+        inner = getattr(self.optimizer, "optimizer", self.optimizer)
+        inner.state.clear()
+
     def optimizer_state(self) -> dict[str, Any]:
         return {}  # DeepSpeed writes its (possibly partitioned) optimizer state in `save`
 

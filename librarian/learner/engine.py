@@ -62,6 +62,15 @@ class TorchEngine:
     def optimizer_state(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
 
+    def set_lr(self, lr: float) -> None:
+        """The learning rate of every parameter group from now on."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = float(lr)
+
+    def reset_optimizer(self) -> None:
+        """Forget the optimizer's moments (a new training stage starts from fresh AdamW state)."""
+        self.optimizer.state.clear()
+
     def load_optimizer_state(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
 

@@ -1,8 +1,12 @@
-"""LoRA through peft: wrap a causal LM, read and write its adapter weights."""
+"""LoRA through peft: wrap a causal LM, read and write its adapter weights, keep a frozen reference adapter."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
+
+import torch
 
 from librarian.learner.config import LoraConfig
 from librarian.learner.errors import LearnerError
@@ -23,9 +27,14 @@ def is_peft(model: Any) -> bool:
 
 
 def wrap(model: Any, cfg: LoraConfig) -> Any:
-    """`model` with trainable LoRA adapters (base weights frozen); adapters start as the identity (B = 0)."""
+    """`model` with trainable LoRA adapters (base weights frozen); adapters start as the identity (B = 0).
+
+    A model that already is a peft model is returned as it is (the learner wraps before its engine does, to add
+    the reference adapter before DeepSpeed registers the parameters)."""
     from peft import get_peft_model
 
+    if is_peft(model):
+        return model
     names = {n.rsplit(".", 1)[-1] for n, _ in model.named_modules()}
     missing = [t for t in cfg.target_modules if t not in names]
     if missing:
@@ -34,18 +43,62 @@ def wrap(model: Any, cfg: LoraConfig) -> Any:
     return get_peft_model(model, peft_config(cfg))
 
 
-def adapter_state(model: Any) -> dict[str, Any]:
-    """The adapter weights only (detached CPU copies)."""
+TRAINED = "default"  # peft's name for the adapter `wrap` adds: the one the optimizer updates and workers load
+REFERENCE = "reference"  # a frozen copy of it: the KL reference policy after `Learner.freeze_reference`
+
+
+def adapter_state(model: Any, adapter: str = TRAINED) -> dict[str, Any]:
+    """The weights of one adapter only (detached CPU copies; keys without the adapter name)."""
     from peft import get_peft_model_state_dict
 
-    return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(model).items()}
+    return {k: v.detach().cpu().clone() for k, v in get_peft_model_state_dict(model, adapter_name=adapter).items()}
 
 
-def load_adapter_state(model: Any, state: dict[str, Any]) -> None:
-    """Write adapter weights into a peft model; every adapter key must match."""
+def load_adapter_state(model: Any, state: dict[str, Any], adapter: str = TRAINED) -> None:
+    """Write adapter weights into one adapter of a peft model; every adapter key must match."""
     from peft import set_peft_model_state_dict
 
-    result = set_peft_model_state_dict(model, state)
+    result = set_peft_model_state_dict(model, state, adapter_name=adapter)
     unexpected = list(getattr(result, "unexpected_keys", []) or [])
     if unexpected:
         raise LearnerError(f"adapter weights do not fit the model: unexpected keys {unexpected[:5]}")
+
+
+def has_adapter(model: Any, name: str) -> bool:
+    return name in getattr(model, "peft_config", {})
+
+
+def add_frozen_adapter(model: Any, cfg: LoraConfig, name: str = REFERENCE) -> None:
+    """A second adapter `name` shaped like the trained one, never trainable and never active by default.
+
+    Add it before an engine takes the model (DeepSpeed records the module's parameters when it starts).
+    Its random init draws from a forked RNG, so the caller's random streams (and exact resume) are untouched."""
+    device = next(model.parameters()).device
+    devices = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        model.add_adapter(name, peft_config(cfg))
+    model.set_requires_grad(name, requires_grad=False)
+    if model.active_adapter != TRAINED:
+        raise LearnerError(f"adding the {name!r} adapter changed the active adapter to {model.active_adapter!r}")
+
+
+@torch.no_grad()
+def copy_adapter(model: Any, source: str, target: str) -> None:
+    """`target`'s weights := `source`'s (device to device, no CPU round trip)."""
+    from peft import get_peft_model_state_dict
+
+    state = {k: v.detach() for k, v in get_peft_model_state_dict(model, adapter_name=source).items()}
+    load_adapter_state(model, state, target)
+
+
+@contextmanager
+def active(model: Any, name: str) -> Iterator[Any]:
+    """Forward passes inside use adapter `name` (frozen); afterwards the trained adapter is the active, trainable
+    one again and `name` stays frozen, even if the body raised."""
+    model.set_adapter(name, inference_mode=True)
+    try:
+        yield model
+    finally:
+        model.set_adapter(TRAINED)
+        model.set_requires_grad(name, requires_grad=False)

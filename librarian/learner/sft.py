@@ -55,8 +55,15 @@ def sft_step(learner: Any, samples: Sequence[PolicySample]) -> dict[str, float]:
 
 
 def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, batch_size: int = 8,
-              seed: int = 0, progress: bool = True) -> list[dict[str, float]]:
-    """`epochs` passes over `samples` in shuffled batches; returns each step's metrics."""
+              seed: int = 0, progress: bool = True, freeze_reference: bool = True,
+              lr: float | None = None) -> list[dict[str, float]]:
+    """`epochs` passes over `samples` in shuffled batches; returns each step's metrics.
+
+    At the end the fine-tuned policy becomes the learner's KL reference (`Learner.freeze_reference`), so a
+    following GRPO stage regularises towards it rather than back to the base model (paper 002);
+    `freeze_reference=False` leaves the reference as it was. The optimizer's moments are reset, so a GRPO
+    step whose advantages are all zero leaves the weights where SFT put them. `lr` (None: the learner's)
+    is SFT's own learning rate; the learner's is restored afterwards."""
     if not samples:
         raise LearnerError("no verified trajectories to fine-tune on (did the verifier reject them all?)")
     if epochs < 1 or batch_size < 1:
@@ -65,6 +72,9 @@ def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, ba
     rng = random.Random(seed)
     history: list[dict[str, float]] = []
     steps = epochs * ((len(samples) + batch_size - 1) // batch_size)
+    own_lr = learner.cfg.lr
+    if lr is not None:
+        learner.engine.set_lr(lr)
     with tqdm(total=steps, desc="sft", disable=not progress) as bar:
         for _ in range(epochs):
             rng.shuffle(order)
@@ -72,6 +82,11 @@ def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, ba
                 history.append(sft_step(learner, [samples[i] for i in order[at:at + batch_size]]))
                 bar.set_postfix(loss=f"{history[-1]['sft_loss']:.3f}")
                 bar.update()
+    if lr is not None:
+        learner.engine.set_lr(own_lr)
+    if freeze_reference:
+        learner.freeze_reference()
+    learner.engine.reset_optimizer()  # GRPO starts from the SFT weights with fresh moments, as a new run would
     return history
 
 

@@ -6,6 +6,7 @@ Every backend (`hf`, `openai`, `scripted`, later `vllm`) implements
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -30,6 +31,7 @@ class SamplingParams:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    grammar: str | None = None  # an xgrammar EBNF grammar every sample must follow (`models.constrained`)
 
     def __post_init__(self) -> None:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
@@ -44,6 +46,8 @@ class SamplingParams:
             raise ValueError(f"SamplingParams.stop must be a tuple of non-empty strings, got {self.stop!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise ValueError(f"SamplingParams.seed must be an integer or None, got {self.seed!r}")
+        if self.grammar is not None and (not isinstance(self.grammar, str) or not self.grammar.strip()):
+            raise ValueError(f"SamplingParams.grammar must be a non-empty grammar string or None, got {self.grammar!r}")
 
     @property
     def greedy(self) -> bool:
@@ -56,7 +60,8 @@ class Sample:
 
     `token_ids` are the generated tokens (the end-of-turn token included when
     the model produced it); `logprobs[i]` is the log-probability of
-    `token_ids[i]` under the distribution it was sampled from. Both are empty
+    `token_ids[i]` under the distribution it was sampled from (under a
+    grammar: the softmax over the tokens it allowed). Both are empty
     for backends without tokens (scripted). `text` is the decoded
     continuation without special tokens, cut right after a stop string.
     """
@@ -103,6 +108,27 @@ def check_conversations(conversations: Sequence[Sequence[Message]]) -> list[list
                 )
         out.append([dict(m) for m in conv])
     return out
+
+
+SEED_BITS = 63
+
+
+def derive_seed(seed: int, conversation: int, sample: int = 0) -> int:
+    """The seed of sample `sample` of conversation `conversation` in a `generate` call seeded with `seed`.
+
+    Engines that seed each request separately (vLLM, OpenAI-compatible servers) give identical prompts
+    with one seed identical completions, so a GRPO group of identical prompts needs one seed per
+    sample. A pure function of its integer arguments (blake2b, never Python's salted `hash`): the same
+    call seed reproduces the same group in any process, and distinct (conversation, sample) pairs get
+    distinct seeds (63-bit values; a collision is a 2**-63 event). Non-negative, below 2**63.
+    """
+    for name, value in (("seed", seed), ("conversation", conversation), ("sample", sample)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"derive_seed: {name} must be an integer, got {value!r}")
+    if conversation < 0 or sample < 0:
+        raise ValueError(f"derive_seed: conversation and sample must be >= 0, got {conversation}, {sample}")
+    key = f"librarian-seed:{seed}:{conversation}:{sample}".encode("ascii")
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big") >> (64 - SEED_BITS)
 
 
 def cut_at_stop(text: str, stops: Sequence[str]) -> tuple[str, str | None]:

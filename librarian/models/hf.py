@@ -145,9 +145,9 @@ class HFBackend(TemplatePrompts):
     """`PolicyBackend` over a transformers causal LM and its tokenizer.
 
     Log-probs are those of the distribution each token was drawn from: the
-    model's softmax at `temperature`, restricted to the top-p nucleus and
-    renormalised; for greedy decoding (temperature 0), the model's plain
-    softmax (temperature 1).
+    model's softmax at `temperature`, restricted to the tokens a grammar
+    allows (`params.grammar`) and to the top-p nucleus, renormalised; for
+    greedy decoding (temperature 0), the model's plain softmax (temperature 1).
     """
 
     def __init__(self, model: Any, tokenizer: Any, name: str = "hf") -> None:
@@ -179,8 +179,13 @@ class HFBackend(TemplatePrompts):
             kwargs.update(do_sample=False, temperature=None, top_p=None)
         else:
             kwargs.update(do_sample=True, temperature=float(params.temperature), top_p=float(params.top_p))
-        if params.stop:
+        if params.stop and not params.grammar:  # a grammar ends the sample itself; stop strings still cut the text
             kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
+        if params.grammar:
+            from librarian.models.constrained import compiler_for
+
+            vocab = int(self.model.get_output_embeddings().weight.shape[0])
+            kwargs["logits_processor"] = [compiler_for(self.tokenizer, vocab).logits_processor(params.grammar)]
         with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]), torch.no_grad():
             if params.seed is not None:
                 torch.manual_seed(params.seed)

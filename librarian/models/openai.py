@@ -26,6 +26,7 @@ from librarian.models.base import (
     ToolSchema,
     check_conversations,
     cut_at_stop,
+    derive_seed,
 )
 from librarian.models.chat import (
     TOOL_CALL_CLOSE,
@@ -79,11 +80,15 @@ class OpenAIBackend:
 
     def generate(self, conversations: Sequence[Sequence[Message]], tools: Sequence[ToolSchema] | None,
                  params: SamplingParams) -> list[list[Sample]]:
-        return [self._one(conv, tools, params) for conv in check_conversations(conversations)]
+        return [self._one(conv, tools, params, i) for i, conv in enumerate(check_conversations(conversations))]
 
     def request_body(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None,
-                     params: SamplingParams) -> dict[str, Any]:
-        """The JSON body sent for one conversation."""
+                     params: SamplingParams, index: int = 0) -> dict[str, Any]:
+        """The JSON body sent for conversation `index` of a `generate` call.
+
+        With `params.seed`, the request's seed is `derive_seed(params.seed, index)`: servers seed each
+        request separately, so identical conversations of one call must not share a seed (the server
+        derives its `n` samples' seeds from it)."""
         msgs = wire_messages(messages)
         body: dict[str, Any] = {
             "model": self.model, "n": params.n, "max_tokens": params.max_new_tokens,
@@ -99,12 +104,13 @@ class OpenAIBackend:
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:
-            body["seed"] = params.seed
+            body["seed"] = derive_seed(params.seed, index)
         body.update(self.extra_body)
         return body
 
-    def _one(self, messages: list[Message], tools: Sequence[ToolSchema] | None, params: SamplingParams) -> list[Sample]:
-        data = self._post(self.request_body(messages, tools, params))
+    def _one(self, messages: list[Message], tools: Sequence[ToolSchema] | None, params: SamplingParams,
+             index: int = 0) -> list[Sample]:
+        data = self._post(self.request_body(messages, tools, params, index))
         choices = data.get("choices")
         if not isinstance(choices, list) or len(choices) != params.n:
             raise BackendError(f"{self.url}: expected {params.n} choice(s), got {str(choices)[:200]}")

@@ -82,6 +82,7 @@ SCRIPTED_POLICIES: dict[str, Callable[..., str] | str] = {
     "reactive_reader": "librarian.models.scripted_reactive:ReactiveReader",
     "kbgym_curator": "librarian.models.scripted_curator:KBGymCurator",
     "librarian_builder": "librarian.models.scripted_builder:HeuristicBuilder",
+    "librarian_builder_compact": "librarian.models.scripted_builder:CompactHeuristicBuilder",
     "jam_researcher": "librarian.models.scripted_researcher:ScriptedResearcher",
 }
 

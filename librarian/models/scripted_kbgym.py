@@ -41,9 +41,22 @@ _FACT_RES = (
 _REL_ALIAS = {"lives": "city", "born": "birthdate"}
 
 
+# the content executor's `<source path>: ` before a sentence: anything up to ": " that holds no sentence break
+_CITATION = re.compile(r"^(?:(?![.!?]\s)[^:\n])+: (?=\S)")
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+\S")
+
+
 def parse_fact(text: str) -> Fact | None:
-    """The fact one sentence states, or None when the text is not a fact sentence (an index, a note)."""
+    """The fact one sentence states, or None when the text is not a fact sentence (an index, a note).
+
+    A leading `<path>: ` citation (as the extractive content executor writes a source's line) is skipped;
+    text holding more than one sentence is not a fact sentence.
+    """
     line = " ".join(text.split())
+    while (m := _CITATION.match(line)) is not None:
+        line = line[m.end():]
+    if _SENTENCE_BREAK.search(line):
+        return None
     for pattern in _FACT_RES:
         m = pattern.match(line)
         if m:

@@ -10,6 +10,12 @@ log-probs of the sampled tokens under the distribution they were drawn from,
 prompt ids, finish reason, text cut right after a stop string. Each sample's
 `extra["policy_version"]` is the weights version that produced it.
 
+With `params.seed`, sample j of conversation i is seeded with
+`derive_seed(params.seed, i, j)` (vLLM seeds each request, so identical
+prompts of a GRPO group would otherwise come out identical). Under
+`params.grammar` the engine decodes with vLLM's structured outputs
+(xgrammar) and the log-probs are those of the constrained distribution.
+
 `load_weights(payload)` takes what the learner publishes (`version`, `kind`
 'lora' | 'full', `state`, `lora`) and loads it without restarting the engine.
 A Ray rollout actor owns one `VLLMBackend` (or, in a GPU image with vLLM,
@@ -36,8 +42,9 @@ from librarian.models.base import (
     ToolSchema,
     check_conversations,
     cut_at_stop,
+    derive_seed,
 )
-from librarian.models.chat import TemplatePrompts, end_token_ids
+from librarian.models.chat import END_OF_TURN, TemplatePrompts, end_token_ids
 from librarian.models.vllm_protocol import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -62,6 +69,10 @@ class VLLMBackend(TemplatePrompts):
         self.folder = resolve_model_folder(model, root=model_root)
         self.tokenizer = _load_tokenizer(self.folder)
         self.end_ids = end_token_ids(self.tokenizer)
+        # the tokens that end a constrained sample: `constrained.GrammarCompiler`'s stop tokens (the learner
+        # replays its masks with them), so the engine bans the other end ids once a grammar has terminated
+        end = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
+        self.grammar_stop_ids: list[int] | None = [end] if isinstance(end, int) and end >= 0 else None
         extra_kwargs: dict[str, Any] = {}
         extra_env = {"VLLM_CPU_KVCACHE_SPACE": "1"}
         if single_process:  # engine core and model in one process: one vLLM import instead of three
@@ -109,6 +120,11 @@ class VLLMBackend(TemplatePrompts):
         wire = {"n": params.n, "max_new_tokens": params.max_new_tokens, "temperature": float(params.temperature),
                 "top_p": float(params.top_p), "seed": params.seed, "stop": list(params.stop),
                 "stop_token_ids": self.end_ids}
+        if params.seed is not None and not params.greedy:  # one seed per sample: identical prompts still differ
+            wire["seeds"] = [[derive_seed(params.seed, i, j) for j in range(params.n)] for i in range(len(prompts))]
+        if params.grammar:
+            wire["grammar"] = params.grammar
+            wire["grammar_stop_ids"] = self.grammar_stop_ids
         start = time.perf_counter()
         rows = self.engine.call("generate", prompts=prompts, params=wire)
         self.last_generate_s = time.perf_counter() - start

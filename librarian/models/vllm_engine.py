@@ -6,8 +6,11 @@ directly inside a rollout actor whose image has stock vLLM (GPU clusters).
 Nothing in the main environment imports it.
 
 Log-probs are vLLM's `processed_logprobs`: the distribution each token was
-drawn from (after temperature and top-p), the same convention as the `hf`
-backend and the learner. Weight updates never restart the engine: a LoRA
+drawn from (after temperature and top-p, and after a grammar's token
+bitmask, which vLLM applies to the logits before its sampler), the same
+convention as the `hf` backend and the learner. Seeded samples are one
+request each with their own seed (`params["seeds"]`), since vLLM seeds
+requests separately. Weight updates never restart the engine: a LoRA
 adapter is registered under a fresh id and used for every later request;
 full weights are loaded through `vllm_extension.WeightSyncExtension`
 inside each vLLM worker (from a file, CUDA IPC handles or an NCCL broadcast),
@@ -40,7 +43,7 @@ class VLLMEngine:
         kwargs: dict[str, Any] = dict(
             model=cfg.model, tokenizer=cfg.model, dtype=cfg.dtype, seed=cfg.seed, max_model_len=cfg.max_model_len,
             enforce_eager=cfg.enforce_eager, logprobs_mode="processed_logprobs", generation_config="vllm",
-            worker_extension_cls=EXTENSION,
+            worker_extension_cls=EXTENSION, structured_outputs_config={"backend": "xgrammar"},
         )
         if cfg.enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=cfg.max_lora_rank, max_loras=1)
@@ -61,30 +64,71 @@ class VLLMEngine:
                 "lora": None if self.lora is None else self.lora.lora_path}
 
     def generate(self, prompts: list[list[int]], params: dict[str, Any]) -> list[list[dict[str, Any]]]:
-        """For each token-id prompt, `params['n']` samples: token ids, their log-probs, finish reason."""
+        """For each token-id prompt, `params['n']` samples: token ids, their log-probs, finish reason.
+
+        `params['seeds'][i][j]` (optional) seeds sample j of prompt i: each sample is then its own request
+        with n=1 (vLLM seeds requests separately, so identical prompts with one seed would give identical
+        samples). Without it, `params['seed']` seeds each prompt's request (vLLM's children get seed + j).
+        `params['grammar']` (optional) is an xgrammar EBNF grammar every sample follows (structured
+        outputs); once it has terminated, only `params['grammar_stop_ids']` may end the sample.
+        """
         from vllm import SamplingParams, TokensPrompt
 
         if not prompts:
             return []
         if any(not p or not all(isinstance(t, int) for t in p) for p in prompts):
             raise ValueError("every prompt must be a non-empty list of token ids")
+        n = int(params["n"])
         greedy = float(params["temperature"]) == 0.0
-        sp = SamplingParams(
-            n=1 if greedy else int(params["n"]), max_tokens=int(params["max_new_tokens"]),
-            temperature=float(params["temperature"]), top_p=float(params.get("top_p", 1.0)), top_k=-1,
-            seed=params.get("seed"), stop=list(params.get("stop") or []) or None,
-            stop_token_ids=list(params.get("stop_token_ids") or []), include_stop_str_in_output=True,
-            logprobs=0, skip_special_tokens=True,
-        )
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sp, use_tqdm=False,
-                                 lora_request=self.lora)
-        results: list[list[dict[str, Any]]] = []
-        for out in outs:
-            row = [_completion(c) for c in sorted(out.outputs, key=lambda c: c.index)]
-            if greedy:
-                row = row * int(params["n"])
-            results.append(row)
+        seeds = None if greedy else params.get("seeds")
+        if seeds is not None and (len(seeds) != len(prompts) or any(len(row) != n for row in seeds)):
+            raise ValueError(f"params['seeds'] must hold {n} seed(s) for each of the {len(prompts)} prompt(s)")
+        stop_ids = [int(t) for t in params.get("stop_token_ids") or []]
+        grammar = params.get("grammar")
+        bias = self._grammar_bans(stop_ids, params.get("grammar_stop_ids")) if grammar else None
+
+        def sampling(count: int, seed: Any) -> Any:
+            extra: dict[str, Any] = {}
+            if grammar:
+                from vllm.sampling_params import StructuredOutputsParams
+
+                extra["structured_outputs"] = StructuredOutputsParams(grammar=str(grammar))
+                if bias:
+                    extra["logit_bias"] = dict(bias)
+            return SamplingParams(
+                n=count, max_tokens=int(params["max_new_tokens"]),
+                temperature=float(params["temperature"]), top_p=float(params.get("top_p", 1.0)), top_k=-1,
+                seed=None if seed is None else int(seed), stop=list(params.get("stop") or []) or None,
+                stop_token_ids=list(stop_ids), include_stop_str_in_output=True,
+                logprobs=0, skip_special_tokens=True, **extra,
+            )
+
+        if seeds is not None:  # one request per sample, in prompt-major order
+            requests = [(i, sampling(1, seed)) for i, row in enumerate(seeds) for seed in row]
+        else:
+            requests = [(i, sampling(1 if greedy else n, params.get("seed"))) for i in range(len(prompts))]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(prompts[i])) for i, _ in requests],
+                                 [sp for _, sp in requests], use_tqdm=False, lora_request=self.lora)
+        results: list[list[dict[str, Any]]] = [[] for _ in prompts]
+        for (i, _), out in zip(requests, outs, strict=True):
+            results[i].extend(_completion(c) for c in sorted(out.outputs, key=lambda c: c.index))
+        if greedy:
+            results = [row * n for row in results]
         return results
+
+    def _grammar_bans(self, stop_ids: list[int], grammar_stop_ids: Any) -> dict[int, float]:
+        """-inf logit biases for the end ids a terminated grammar must not emit.
+
+        vLLM's grammar matcher lets every stop token of the request (ours plus the tokenizer's eos) end a
+        constrained sample; the learner replays the masks of `constrained.GrammarCompiler`, whose only stop
+        is the end-of-turn token. Banning the others makes the sampler's allowed sets, and so its
+        log-probs, those of the replayed masks. Outside the terminated state the grammar masks them anyway.
+        """
+        if not grammar_stop_ids:
+            return {}
+        eos = getattr(self.llm.get_tokenizer(), "eos_token_id", None)
+        ends = set(stop_ids) | ({int(eos)} if isinstance(eos, int) and eos >= 0 else set())
+        return {t: float("-inf") for t in sorted(ends - {int(t) for t in grammar_stop_ids})}
 
     def load_lora(self, version: int, path: str) -> dict[str, Any]:
         """Serve the adapter in folder `path` (peft format) from now on, as policy `version`."""

@@ -4,7 +4,10 @@ The backend (main environment) writes requests `{"id", "op", "args"}`; the
 engine process (`.venv-vllm`, see `vllm_worker`) answers `{"id", "ok": true,
 "result"}` or `{"id", "ok": false, "error", "type"}`. The first line the
 engine writes is `{"ready": true, "info": {...}}` (or an error). Binary
-values (CUDA IPC handles) travel as base64 text. Standard library only: both
+values (CUDA IPC handles) travel as base64 text. A `generate` request's
+`params` hold `n`, `max_new_tokens`, `temperature`, `top_p`, `seed`, `stop`,
+`stop_token_ids`, and optionally `seeds` (one per sample, `derive_seed`),
+`grammar` (xgrammar EBNF) and `grammar_stop_ids` (see `vllm_engine`). Standard library only: both
 environments import this module.
 """
 

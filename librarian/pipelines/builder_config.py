@@ -31,10 +31,12 @@ class RolloutConfig:
     max_new_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
-    hint_every: int = 4  # K_h: a hint every K_h turns of training rollouts (0: off); never at evaluation
+    hint_every: int = 0  # K_h: paper 000 has no hints (0: off); >0 is the hint-guided ablation; never at evaluation
     listing_lines: int = 40
     torch_threads: int = 0
     crash: CrashPlan = field(default_factory=CrashPlan)  # injected faults (tests)
+    constrained: bool = True  # sample tool calls under the tools' grammar (compact layout; `models.constrained`)
+    content_executor: str = "extractive"  # who writes file text the builder leaves out: extractive | none
 
 
 @dataclass
@@ -64,6 +66,10 @@ class DataConfig:
     questions_per_corpus: int = 2
     docs_per_corpus: int = 10
     max_support: int = 3
+    question_kinds: list = field(default_factory=list)  # templates or classes (QC9); empty: all
+    min_support: int = 1  # questions needing fewer supporting facts are left out
+    path_style: str = "id"  # id: facts/<id> | sentence: facts/<id> <sentence> (a builder sees it when listing)
+    split_sizes: dict = field(default_factory=dict)  # KBGym SplitSizes fields; empty: the pipeline's defaults
 
 
 @dataclass
@@ -85,6 +91,7 @@ class SFTConfig:
     epochs: int = 1
     batch_size: int = 4
     min_gain: float = 0.0
+    lr: float = 0.0  # SFT's learning rate; 0: learner.lr (a control run sets learner.lr=0 and keeps SFT's)
 
 
 @dataclass
@@ -93,6 +100,8 @@ class ExamConfig:
 
     enabled: bool = True
     scripted_budget: int = 12
+    untrained: bool = False  # also examine the policy before SFT (`untrained_builder`)
+    sft_only: bool = False  # also examine the policy after SFT, before GRPO (`sft_builder`)
 
 
 @dataclass

@@ -6,6 +6,18 @@ same people (then random facts), capped at `docs` documents, under
 questions from the other splits, so the exam never reuses a training corpus.
 The builder sees only the documents; the questions are the probes' hidden
 questions (and, in training, the hints' reference answers).
+
+Options for tasks where structure matters (`configs/learning_builder.yaml`):
+`question_kinds` keeps questions of some templates or classes (e.g. the
+aggregations over a city or job: counts, superlatives, joins),
+`min_support` keeps questions that need at least that many facts (large
+groups: several result pages for a flat-store reader), and
+`path_style="sentence"` names each file `facts/<id> <its sentence>`, so a
+builder sees what a file states in a listing without spending a read on it
+(the reader's search does not score paths); `path_style="top"` names it
+`<id> <sentence>` at the top of the workspace, so a small corpus's files
+all show in the builder's task message (`build_task(ws, listing_lines)`)
+and the builder needs no `list` action either.
 """
 
 from __future__ import annotations
@@ -27,29 +39,56 @@ class Corpus:
 
     def hints(self) -> list[HintReference]:
         ids = {d.id: d.path for d in self.docs}
-        return [HintReference(q.question, tuple(q.answers), tuple(ids[s] for s in q.support if s in ids))
-                for q in self.questions]
+        return [HintReference(q.question, tuple(q.answers), tuple(ids[s] for s in q.support if s in ids),
+                              tuple(q.keys)) for q in self.questions]
 
 
 class CorpusError(ValueError):
     """Not enough questions or documents for the corpora asked for."""
 
 
+PATH_STYLES = ("id", "sentence", "top")
+
+
+def doc_path(doc_id: str, text: str, style: str = "id") -> str:
+    """A corpus file's path: `facts/<id>`, `facts/<id> <sentence without its final period>` or (style
+    `top`) `<id> <sentence ...>` at the top level."""
+    if style == "id":
+        return f"facts/{doc_id}"
+    if style in ("sentence", "top"):
+        sentence = " ".join(text.split()).rstrip(".").replace("/", "-")
+        return f"{'facts/' if style == 'sentence' else ''}{doc_id} {sentence}"
+    raise CorpusError(f"path_style must be one of {', '.join(PATH_STYLES)}, got {style!r}")
+
+
+def kind_matches(q: Any, kinds: tuple[str, ...] | list[str]) -> bool:
+    """True when `kinds` is empty or names the question's template (`qc9_oldest_in_city`) or class (`QC9`)."""
+    return not kinds or q.template in kinds or q.qclass in kinds
+
+
 def make_corpora(kbgym: Any, count: int, questions: int, docs: int, splits: tuple[str, ...], seed: int,
-                 prefix: str, max_support: int = 3) -> list[Corpus]:
-    """`count` corpora of `questions` questions each (from `splits`), `docs` documents at most."""
+                 prefix: str, max_support: int = 3, question_kinds: tuple[str, ...] | list[str] = (),
+                 min_support: int = 1, path_style: str = "id") -> list[Corpus]:
+    """`count` corpora of `questions` questions each (from `splits`), `docs` documents at most.
+
+    Questions have between `min_support` and `max_support` supporting facts
+    and, when `question_kinds` is given, one of those templates or classes.
+    """
     from librarian.datasets import to_documents
 
-    all_docs = {d.id: replace(d, path=f"facts/{d.id}") for d in to_documents(kbgym.corpus)}
+    kinds = tuple(question_kinds or ())
+    all_docs = {d.id: replace(d, path=doc_path(d.id, d.text, path_style)) for d in to_documents(kbgym.corpus)}
     by_title: dict[str, list[str]] = {}
     for d in all_docs.values():
         by_title.setdefault(str(d.metadata.get("title", "")), []).append(d.id)
-    pool = [q for q in kbgym.bundle.questions if q.split in splits and 0 < len(q.support) <= max_support]
+    pool = [q for q in kbgym.bundle.questions
+            if q.split in splits and max(1, min_support) <= len(q.support) <= max_support and kind_matches(q, kinds)]
     rng = random.Random(seed)
     rng.shuffle(pool)
     if len(pool) < count * questions:
-        raise CorpusError(f"{len(pool)} questions with at most {max_support} supporting facts in splits {splits}; "
-                          f"{count} corpora x {questions} questions need {count * questions}")
+        what = f" of kinds {', '.join(kinds)}" if kinds else ""
+        raise CorpusError(f"{len(pool)} questions{what} with {max(1, min_support)}..{max_support} supporting facts in "
+                          f"splits {splits}; {count} corpora x {questions} questions need {count * questions}")
     out: list[Corpus] = []
     for i in range(count):
         qs = pool[i * questions:(i + 1) * questions]
@@ -64,3 +103,28 @@ def make_corpora(kbgym: Any, count: int, questions: int, docs: int, splits: tupl
                 chosen.append(extra)
         out.append(Corpus(f"{prefix}{i}", [all_docs[d] for d in sorted(chosen)], qs))
     return out
+
+
+EXAM_SPLITS = ("test_in", "test_out", "eval")
+
+
+def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[Corpus]]:
+    """(KBGym, training corpora, exam corpora) as a `DataConfig` describes them.
+
+    The universe's split sizes are `data.split_sizes` over the pipeline's
+    defaults (train: 4 questions a training corpus, at least 30); the new
+    options (`question_kinds`, `min_support`, `path_style`) apply to both
+    sets of corpora.
+    """
+    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+
+    sizes = {"train": max(30, data.train_corpora * 4), "test_in": 20, "test_out": 10, "eval_in": 5, "eval_out": 5}
+    sizes.update(dict(getattr(data, "split_sizes", None) or {}))
+    kbgym = build_kbgym(people=data.people, seed=data.seed, sizes=SplitSizes(**sizes))
+    common: dict[str, Any] = dict(
+        questions=data.questions_per_corpus, docs=data.docs_per_corpus, seed=data.seed, max_support=data.max_support,
+        question_kinds=tuple(getattr(data, "question_kinds", None) or ()), min_support=getattr(data, "min_support", 1),
+        path_style=getattr(data, "path_style", "id"))
+    train = make_corpora(kbgym, data.train_corpora, splits=("train",), prefix="c", **common)
+    held = make_corpora(kbgym, data.exam_corpora, splits=EXAM_SPLITS, prefix="x", **common) if exam else []
+    return kbgym, train, held

@@ -1,10 +1,16 @@
-"""The builder exam: flat store vs scripted builder vs trained builder on held-out corpora.
+"""The builder exam: the flat store, the scripted builder and the policy at several stages, on held-out corpora.
 
-Both builders run on the rollout workers (greedy, one build per corpus; the
+Builders run on the rollout workers (greedy, one build per corpus; the
 scripted one through the same worker as a teacher); every store is examined
-by the probe pool's reader on the corpus's questions. Rows: `flat`
-(summary), `scripted_builder` and `trained_builder` (compared with the flat
-store on the same questions: F1, reader actions, rho with bootstrap CIs).
+by the probe pool's reader on the corpus's questions. The policy can be
+examined at three stages of a run: `untrained_builder` (before SFT),
+`sft_builder` (after SFT, before GRPO) and `trained_builder` (at the end);
+`policy_builds` freezes a stage's workspaces when the run passes it. Rows:
+`flat` (summary) and every builder compared with the flat store on the same
+questions (F1, reader actions, rho with bootstrap CIs); `utilities` gives each
+store's mean exam utility U (paper 000, the reward's correctness and costs)
+with a bootstrap CI, and `differences` paired bootstrap CIs of U between
+stores (trained - untrained, trained - sft, scripted - flat, ...).
 """
 
 from __future__ import annotations
@@ -12,9 +18,34 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+PAIRS = (("trained_builder", "untrained_builder"), ("trained_builder", "sft_builder"),
+         ("sft_builder", "untrained_builder"), ("scripted_builder", "flat"), ("trained_builder", "flat"))
 
-def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, n_boot: int = 500) -> tuple[list[dict], dict]:
-    """Rows for the results table and per-corpus detail."""
+
+def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
+    """The policy's greedy build of every exam corpus (weights of at least `min_version`, default: the latest
+    published): corpus id -> the final snapshot and the build's figures."""
+    from librarian.cluster.rollout_worker import BuildJob
+
+    version = s.sync.version if min_version is None else min_version
+    jobs = [BuildJob(f"exam-{stage}-{c.corpus_id}", c.corpus_id, c.docs, 1, cfg.seed, version, [], True)
+            for c in corpora]
+    batch = s.rollouts.run(jobs, s.sync.box)
+    return {c.corpus_id: _frozen(batch[f"exam-{stage}-{c.corpus_id}"][0]) for c in corpora}
+
+
+def _frozen(record: Any) -> dict[str, Any]:
+    traj = record.trajectory
+    return {"final": record.final, "actions": traj.actions, "turns": len(traj.turns), "end": traj.end,
+            "tokens": sum(len(t.response_ids) for t in traj.turns)}
+
+
+def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dict] | None = None,
+             n_boot: int = 500) -> tuple[list[dict], dict]:
+    """Rows for the results table and the detail (per corpus, utilities, paired differences).
+
+    `stages` holds earlier `policy_builds` (e.g. untrained_builder, sft_builder); the trained policy and the
+    scripted builder are built here."""
     from librarian.cluster.rollout_worker import BuildJob, snapshot
     from librarian.evaluation.exam import compare, summarize
     from librarian.workspace import Workspace
@@ -23,31 +54,44 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, n_boot: int = 500) ->
         return [], {}
     scripted = [BuildJob(f"exam-scripted-{c.corpus_id}", c.corpus_id, c.docs, 1, cfg.seed, -1, [], True,
                          cfg.sft.teacher, cfg.exam.scripted_budget) for c in corpora]
-    trained = [BuildJob(f"exam-trained-{c.corpus_id}", c.corpus_id, c.docs, 1, cfg.seed, s.sync.version, [], True)
-               for c in corpora]
-    batch = s.rollouts.run(scripted + trained, s.sync.box)
-    exams: dict[str, list] = {"flat": [], "scripted_builder": [], "trained_builder": []}
-    builds: dict[str, list] = {"flat": [], "scripted_builder": [], "trained_builder": []}
+    batch = s.rollouts.run(scripted, s.sync.box)
+    builders = {"scripted_builder": {c.corpus_id: _frozen(batch[f"exam-scripted-{c.corpus_id}"][0]) for c in corpora},
+                **(stages or {}), "trained_builder": policy_builds(cfg, s, corpora, "trained")}
+    exams: dict[str, list] = {"flat": [], **{name: [] for name in builders}}
+    per_question: dict[str, list[float]] = {name: [] for name in exams}
     detail: dict[str, Any] = {}
     for c in corpora:
-        qs = c.questions
         stores = {"flat": snapshot(Workspace.from_documents(c.docs)),
-                  "scripted_builder": batch[f"exam-scripted-{c.corpus_id}"][0].final,
-                  "trained_builder": batch[f"exam-trained-{c.corpus_id}"][0].final}
+                  **{name: built[c.corpus_id]["final"] for name, built in builders.items()}}
         detail[c.corpus_id] = {}
         for name, data in stores.items():
-            results = s.probe_run(data, qs, 1)
+            results = s.probe_run(data, c.questions, 1)
             exams[name].extend(results)
+            per_question[name].extend(probes.question_utility(r) for r in results)
             detail[c.corpus_id][name] = {"utility": probes.utility(data, c.corpus_id),
                                          "f1": statistics.fmean(r.f1 for r in results)}
-        for name, job in (("scripted_builder", "exam-scripted-"), ("trained_builder", "exam-trained-")):
-            traj = batch[f"{job}{c.corpus_id}"][0].trajectory
-            builds[name].append({"actions": traj.actions, "turns": len(traj.turns), "end": traj.end,
-                                 "tokens": sum(len(t.response_ids) for t in traj.turns)})
     rows = [{"name": "flat", **summarize(exams["flat"]), "build_actions": 0.0}]
-    for name in ("scripted_builder", "trained_builder"):
+    for name, built in builders.items():
         row = {"name": name, **compare(exams[name], exams["flat"], n_boot=n_boot, seed=cfg.seed)}
-        row["build_actions"] = statistics.fmean(b["actions"] for b in builds[name])
-        row["construction_tokens"] = sum(b["tokens"] for b in builds[name])
+        row["build_actions"] = statistics.fmean(b["actions"] for b in built.values())
+        row["construction_tokens"] = sum(b["tokens"] for b in built.values())
         rows.append(row)
-    return rows, {"corpora": detail, "builds": builds}
+    builds = {name: [{k: v for k, v in b.items() if k != "final"} for b in built.values()]
+              for name, built in builders.items()}
+    return rows, {"corpora": detail, "builds": builds, **utility_figures(per_question, n_boot, cfg.seed)}
+
+
+def utility_figures(per_question: dict[str, list[float]], n_boot: int, seed: int) -> dict[str, Any]:
+    """Mean exam utility per store with a bootstrap CI, and paired bootstrap CIs of the differences in `PAIRS`."""
+    from librarian.evaluation.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
+
+    utilities = {}
+    for name, values in per_question.items():
+        ci = bootstrap_ci(values, n_boot=n_boot, seed=seed)
+        utilities[name] = {"mean": ci.point, "ci": ci.as_list(), "n": len(values)}
+    differences = {}
+    for a, b in PAIRS:
+        if per_question.get(a) and per_question.get(b):
+            ci = paired_bootstrap_ci(per_question[a], per_question[b], n_boot=n_boot, seed=seed)
+            differences[f"{a}-{b}"] = {"mean": ci.point, "ci": ci.as_list()}
+    return {"utilities": utilities, "differences": differences}

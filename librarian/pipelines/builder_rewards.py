@@ -16,14 +16,46 @@ from typing import Any
 
 from librarian.rewards import RolloutOutcome, UtilityWeights, probe_rewards, utility
 
+CORRECTNESS = ("acc", "f1")
+
+
+def correctness(score: float, kind: str = "acc") -> float:
+    """Acc or F1 of one graded answer from its headline score under the question's official metric.
+
+    `acc` is paper 000's Acc in {0, 1}: 1 iff the answer is correct, i.e. it
+    earns full credit under the question's metric (F1 == 1: for KBGym's
+    `set_f1` the predicted set equals the gold set after SQuAD normalisation,
+    for `squad_f1` the normalised answer matches a gold alternative token for
+    token, for `judge` the verdict is yes), else 0. `f1` keeps the graded
+    score (partial credit), an option beyond the paper.
+    """
+    if kind == "acc":
+        return 1.0 if score >= 1.0 - 1e-9 else 0.0
+    if kind == "f1":
+        return float(score)
+    raise ValueError(f"reward.correctness must be one of {', '.join(CORRECTNESS)}, got {kind!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class ExamWeights(UtilityWeights):
+    """The utility's weights plus how a graded answer counts as correct (`acc` | `f1`)."""
+
+    correctness: str = "acc"
+
 
 @dataclass
 class RewardConfig:
-    """Probe schedule, terminal reward, discount and costs (paper 000 Eq. 1-4, A.7)."""
+    """Probe schedule, terminal reward, discount, costs and correctness (paper 000 Eq. 1-4, A.7).
+
+    Defaults are paper 000's primary run: probes every 8 turns (at most 4),
+    the terminal reward is the final workspace's downstream correctness
+    (`score`: U(F_T) added to the last turn's reward, Algorithm 1), gamma 1,
+    no construction, token or read cost, and Acc in {0, 1} as correctness.
+    """
 
     every: int = 8  # k: probe every k builder turns
     max_probes: int = 4
-    terminal: str = "delta"  # delta: rewards telescope to U(F_T) - U(F_0) - alpha sum cost | score | none
+    terminal: str = "score"  # score: + U(F_T) at the last turn | delta: telescopes to U(F_T) - U(F_0) - alpha sum cost | none
     gamma: float = 1.0
     alpha: float = 0.0  # construction cost per builder action
     lambda_tok: float = 0.0
@@ -31,14 +63,22 @@ class RewardConfig:
     tok_scale: float = 1000.0
     read_scale: float = 10.0
     repeats: int = 1  # answering rollouts per question per probe
+    correctness: str = "acc"  # acc: Acc in {0, 1} (paper 000) | f1: graded F1
 
-    def weights(self) -> UtilityWeights:
-        return UtilityWeights(self.lambda_tok, self.lambda_read, self.tok_scale, self.read_scale)
+    def weights(self) -> ExamWeights:
+        if self.correctness not in CORRECTNESS:
+            raise ValueError(f"reward.correctness must be one of {', '.join(CORRECTNESS)}, got {self.correctness!r}")
+        return ExamWeights(self.lambda_tok, self.lambda_read, self.tok_scale, self.read_scale, self.correctness)
 
 
-def exam_utility(results: Sequence[Any], weights: UtilityWeights) -> float:
-    """U(F) from graded answers (`ExamResult`s): F1 as correctness, tokens and files read as costs."""
-    outcomes = [RolloutOutcome(r.qid, r.f1, float(r.tokens_read), float(r.files_read)) for r in results]
+def exam_utility(results: Sequence[Any], weights: UtilityWeights, kind: str | None = None) -> float:
+    """U(F) from graded answers (`ExamResult`s): Acc (or F1) as correctness, tokens and files read as costs.
+
+    `kind` (acc | f1) defaults to the weights' `correctness` (`RewardConfig.weights()`), else acc.
+    """
+    kind = kind or getattr(weights, "correctness", "acc")
+    outcomes = [RolloutOutcome(r.qid, correctness(r.f1, kind), float(r.tokens_read), float(r.files_read))
+                for r in results]
     return utility(outcomes, weights).utility
 
 
@@ -63,6 +103,10 @@ class ProbeService:
             self.cache[key] = exam_utility(results, self.weights)
             self.probes_run += 1
         return self.cache[key]
+
+    def question_utility(self, result: Any) -> float:
+        """One graded answer's contribution to U (its correctness minus its reading costs)."""
+        return exam_utility([result], self.weights)
 
 
 def fold_tokenless(rewards: Sequence[float], has_tokens: Sequence[bool]) -> list[float]:

@@ -51,19 +51,37 @@ def score(batch: dict[str, list[RolloutRecord]], initial: dict[str, float], prob
     return ScoredBatch(records, [rollout_rewards(r, initial[r.corpus_id], probes, cfg) for r in records])
 
 
-def samples_for(scored: ScoredBatch, estimator: str, gamma: float, scale_by_std: bool) -> list:
-    """Multi-turn (or outcome) GRPO samples; groups are jobs (one corpus's G builds)."""
+def samples_for(scored: ScoredBatch, estimator: str, gamma: float, scale_by_std: bool) -> tuple[list, dict[str, float]]:
+    """Multi-turn (or outcome) GRPO samples (groups are jobs: one corpus's G builds) and advantage figures:
+    `nonzero_advantage_fraction`, the share of groups whose advantages are not all zero."""
     from librarian.learner import group_samples
 
     keep = [(r, w) for r, w in zip(scored.records, scored.rewards, strict=True)
             if any(t.has_tokens for t in r.trajectory.turns)]
     if not keep:
-        return []
+        return [], {}
     trajs = [r.trajectory for r, _ in keep]
     turn_rewards = [fold_tokenless(w.turn_rewards, [t.has_tokens for t in r.trajectory.turns]) for r, w in keep]
-    samples, _ = group_samples(trajs, turn_rewards, [r.job_id for r, _ in keep], estimator=estimator, gamma=gamma,
-                               scale_by_std=scale_by_std, policy_versions=[r.policy_version for r, _ in keep])
-    return samples
+    groups = [r.job_id for r, _ in keep]
+    samples, adv = group_samples(trajs, turn_rewards, groups, estimator=estimator, gamma=gamma,
+                                 scale_by_std=scale_by_std, policy_versions=[r.policy_version for r, _ in keep])
+    turn_groups = [g for g, rs in zip(groups, turn_rewards, strict=True) for _ in rs]
+    return samples, {"nonzero_advantage_fraction": nonzero_group_fraction(adv.tolist(), turn_groups),
+                     "advantage_abs_mean": statistics.fmean(abs(a) for a in adv.tolist()) if len(adv) else 0.0}
+
+
+def nonzero_group_fraction(advantages: Sequence[float], groups: Sequence[Any], eps: float = 1e-9) -> float:
+    """The share of groups with at least one advantage of magnitude above `eps` (0.0 for no groups)."""
+    by_group: dict[Any, bool] = {}
+    for a, g in zip(advantages, groups, strict=True):
+        by_group[g] = by_group.get(g, False) or abs(a) > eps
+    return sum(by_group.values()) / len(by_group) if by_group else 0.0
+
+
+def valid_call_rate(trajectories: Sequence[Any]) -> float:
+    """The share of policy turns (turns with tokens) whose message parsed into tool calls with no call error."""
+    turns = [t for traj in trajectories for t in traj.turns if t.has_tokens]
+    return statistics.fmean(float(bool(t.calls) and not t.errors) for t in turns) if turns else 0.0
 
 
 def batch_metrics(scored: ScoredBatch) -> dict[str, float]:
@@ -85,6 +103,7 @@ def batch_metrics(scored: ScoredBatch) -> dict[str, float]:
         "builder_turns": mean(len(t.turns) for t in trajs),
         "builder_actions": mean(t.actions for t in trajs),
         "builder_errors": mean(t.errors for t in trajs),
+        "valid_call_rate": valid_call_rate(trajs),
         "stopped": mean(float(t.end == "done") for t in trajs),
         "generated_tokens": float(sum(len(x.response_ids) for t in trajs for x in t.turns)),
     }

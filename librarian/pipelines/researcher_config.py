@@ -69,6 +69,8 @@ class ResearcherRolloutConfig:
     memory_window: int = 0  # 0: the whole conversation
     torch_threads: int = 0
     crash: CrashPlan = field(default_factory=CrashPlan)
+    constrained: bool = True  # tool calls sampled under the tools' grammar (the teacher's are not)
+    free_text: bool = True  # under the grammar, a short thought may precede the calls (think-explore-reflect)
 
 
 def _learner() -> LearnerConfig:
@@ -87,6 +89,7 @@ class ResearcherSFTConfig:
     budget: int = 8  # teacher rounds
     epochs: int = 1
     batch_size: int = 2
+    lr: float = 0.0  # SFT's learning rate; 0: learner.lr (a control run sets learner.lr=0 and keeps SFT's)
     max_tokens: int = 3072  # longer packed segments keep their last max_tokens tokens (CPU memory); 0: no limit
     judge: str = "rule"  # rule | llm
     judge_backend: str = "hf"

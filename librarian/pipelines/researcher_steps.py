@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from librarian.cluster.researcher_worker import ResearchJob, ResearchRecord
+from librarian.pipelines.builder_steps import nonzero_group_fraction, valid_call_rate
 from librarian.rewards.exploration import answer_in_context, judge_exploration, trajectory_calls
 from librarian.rewards.source_recall import source_recall
 from librarian.roles.hints import HintInput
@@ -85,26 +86,33 @@ def exhausted(trajectory: Any) -> bool:
     return any(t.forced for t in trajectory.turns)
 
 
-def samples_for(scored: Scored, estimator: str, gamma: float, scale_by_std: bool) -> list:
-    """GRPO samples; groups are jobs (one question's G trajectories); the reward sits on the last generated turn."""
+def samples_for(scored: Scored, estimator: str, gamma: float, scale_by_std: bool) -> tuple[list, dict[str, float]]:
+    """GRPO samples (groups are jobs: one question's G trajectories; the reward sits on the last generated turn)
+    and advantage figures: `nonzero_advantage_fraction`, the share of groups whose advantages are not all zero
+    (the builder's `nonzero_group_fraction`), and `advantage_abs_mean`."""
     from librarian.learner import group_samples
 
     keep = [(r, w) for r, w in zip(scored.records, scored.rewards, strict=True)
             if any(t.has_tokens for t in r.trajectory.turns)]
     if not keep:
-        return []
+        return [], {}
     turn_rewards = []
     for r, w in keep:
         n = sum(1 for t in r.trajectory.turns if t.has_tokens)
         turn_rewards.append([0.0] * (n - 1) + [w])
-    samples, _ = group_samples([r.trajectory for r, _ in keep], turn_rewards, [r.job_id for r, _ in keep],
-                               estimator=estimator, gamma=gamma, scale_by_std=scale_by_std,
-                               policy_versions=[r.policy_version for r, _ in keep])
-    return samples
+    groups = [r.job_id for r, _ in keep]
+    samples, adv = group_samples([r.trajectory for r, _ in keep], turn_rewards, groups,
+                                 estimator=estimator, gamma=gamma, scale_by_std=scale_by_std,
+                                 policy_versions=[r.policy_version for r, _ in keep])
+    values = adv.tolist()
+    turn_groups = [g for g, rs in zip(groups, turn_rewards, strict=True) for _ in rs]
+    return samples, {"nonzero_advantage_fraction": nonzero_group_fraction(values, turn_groups),
+                     "advantage_abs_mean": statistics.fmean(abs(a) for a in values) if values else 0.0}
 
 
 def batch_metrics(scored: Scored) -> dict[str, float]:
-    """Reward (source recall), its spread within groups, rounds, budget exhaustion, hints, tokens."""
+    """Reward (source recall), its spread within groups, rounds, budget exhaustion, hints, tool errors, the
+    valid-call rate (policy turns whose message parsed into calls with no call error), tokens."""
     if not scored.records:
         return {}
     mean = statistics.fmean
@@ -121,6 +129,7 @@ def batch_metrics(scored: Scored) -> dict[str, float]:
         "budget_exhausted": mean(float(exhausted(t)) for t in trajs),
         "hints_per_episode": mean(r.hints for r in scored.records),
         "tool_errors": mean(t.errors for t in trajs),
+        "valid_call_rate": valid_call_rate(trajs),
         "sufficient": mean(float(r.result.sufficient) for r in scored.records),
         "generated_tokens": float(sum(len(x.response_ids) for t in trajs for x in t.turns)),
     }
@@ -212,7 +221,8 @@ def clip(samples: Sequence[Any], max_tokens: int) -> tuple[list[Any], int]:
 
 def trained_summary(records: Sequence[ResearchRecord], questions: dict[str, Any], n_boot: int, seed: int
                     ) -> dict[str, Any]:
-    """The trained policy's figures on the evaluation questions (recall with a bootstrap CI, rounds, latency)."""
+    """The trained policy's figures on the evaluation questions (recall with a bootstrap CI, rounds, latency,
+    valid-call rate, and each question's recall under `per_question`)."""
     from librarian.evaluation.metrics.bootstrap import bootstrap_ci
     from librarian.rewards.source_recall import source_precision
 
@@ -232,6 +242,8 @@ def trained_summary(records: Sequence[ResearchRecord], questions: dict[str, Any]
         "budget_exhausted": statistics.fmean(float(exhausted(t)) for t in trajs),
         "query_latency_s_p50": statistics.median(t.wall_s for t in trajs),
         "hints": sum(r.hints for r in records),
+        "valid_call_rate": valid_call_rate(trajs),
+        "per_question": {r.question_id: x for r, x in zip(records, recalls, strict=True)},  # paired comparisons
     }
 
 

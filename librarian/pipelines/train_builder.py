@@ -53,6 +53,8 @@ def check(cfg: TrainBuilderConfig) -> None:
         raise ConfigError("learner.batch_size and learner.group_size must be >= 1")
     if cfg.rollout.budget < 1 or cfg.sft.budget < 1:
         raise ConfigError("rollout.budget and sft.budget must be >= 1")
+    if cfg.rollout.content_executor not in ("extractive", "none"):
+        raise ConfigError(f"rollout.content_executor must be extractive or none, got {cfg.rollout.content_executor!r}")
 
 
 class Session:
@@ -77,7 +79,8 @@ class Session:
         self.learner = ray.remote(LearnerActor).options(**self.topo.learner_options()).remote(
             r.backend if r.backend != "vllm" else "hf", _learner_options(r), cfg.learner, threads)
         spec = RolloutSpec(r.backend, dict(r.options), r.budget, r.max_new_tokens, r.temperature, r.top_p,
-                           cfg.reward.every, cfg.reward.max_probes, r.hint_every, r.listing_lines, threads, r.crash)
+                           cfg.reward.every, cfg.reward.max_probes, r.hint_every, r.listing_lines, threads, r.crash,
+                           constrained=r.constrained, content_executor=r.content_executor)
         self.spec = spec
         self.rollouts = RolloutPool(spec, self.topo.rollout_options(), max_restarts=r.max_restarts)
         self.sync = WeightSync()
@@ -146,7 +149,7 @@ def warm_start(cfg: TrainBuilderConfig, s: Session, corpora: list, initial: dict
     samples = verified_samples(verified, lambda _t: True)
     out: dict[str, Any] = {"teacher_builds": len(records), "verified": len(verified), "samples": len(samples)}
     if samples:
-        history = ray.get(s.learner.sft.remote(samples, cfg.sft.epochs, cfg.sft.batch_size, cfg.seed))
+        history = ray.get(s.learner.sft.remote(samples, cfg.sft.epochs, cfg.sft.batch_size, cfg.seed, cfg.sft.lr))
         out["sft_steps"] = len(history)
         out["sft_loss_first"], out["sft_loss_last"] = history[0]["sft_loss"], history[-1]["sft_loss"]
     return out
@@ -171,8 +174,8 @@ def grpo_step(cfg: TrainBuilderConfig, s: Session, corpora: list, step: int, ini
                                 [r.policy_version for r in scored.records], s.sync.version,
                                 cfg.off_policy.max_staleness, cfg.off_policy.stale)  # type: ignore[arg-type]
     kept = ScoredBatch([p[0] for p in pairs], [p[1] for p in pairs])
-    samples = samples_for(kept, cfg.learner.advantage, cfg.learner.gamma, cfg.learner.scale_by_std)
-    metrics: dict[str, float] = {}
+    samples, advantage_figures = samples_for(kept, cfg.learner.advantage, cfg.learner.gamma, cfg.learner.scale_by_std)
+    metrics: dict[str, float] = dict(advantage_figures)
     if samples:
         metrics.update(ray.get(s.learner.step.remote(samples)))
         s.sync.publish(s.learner)
@@ -190,9 +193,8 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     """Train the builder; returns the figures also written to results.json."""
     import ray
 
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-    from librarian.pipelines.builder_corpora import make_corpora
-    from librarian.pipelines.builder_exam import run_exam
+    from librarian.pipelines.builder_corpora import task_corpora
+    from librarian.pipelines.builder_exam import policy_builds, run_exam
     from librarian.pipelines.builder_report import write_outputs
     from librarian.pipelines.builder_rewards import ProbeService
     from librarian.pipelines.builder_steps import initial_utilities, trajectory_rows
@@ -205,12 +207,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     d = cfg.data
     log.info("1/5 KBGym universe of %d people -> %d training and %d exam corpora", d.people, d.train_corpora,
              d.exam_corpora)
-    kbgym = build_kbgym(people=d.people, seed=d.seed, sizes=SplitSizes(train=max(30, d.train_corpora * 4),
-                        test_in=20, test_out=10, eval_in=5, eval_out=5))
-    common = dict(questions=d.questions_per_corpus, docs=d.docs_per_corpus, seed=d.seed, max_support=d.max_support)
-    train = make_corpora(kbgym, d.train_corpora, splits=("train",), prefix="c", **common)  # type: ignore[arg-type]
-    exam = make_corpora(kbgym, d.exam_corpora, splits=("test_in", "test_out", "eval"), prefix="x",
-                        **common) if cfg.exam.enabled else []  # type: ignore[arg-type]
+    _, train, exam = task_corpora(d, exam=cfg.exam.enabled)
 
     log.info("2/5 Ray: learner, %d rollout workers, %d probe workers", cfg.rollout.workers, cfg.probe.workers)
     tracker = Tracker(cfg.experiment, out, cfg.tracking_uri or None, run_name=out.name)
@@ -224,6 +221,10 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
         initial = initial_utilities(train + exam, probes)
         first = 0
         sft: dict[str, Any] = {}
+        stages: dict[str, dict] = {}
+        if cfg.exam.enabled and cfg.exam.untrained and not cfg.resume:
+            log.info("exam builds of the untrained policy")
+            stages["untrained_builder"] = policy_builds(cfg, s, exam, "untrained", min_version=-1)
         if cfg.resume:
             extra = ray.get(s.learner.load.remote(cfg.resume))
             first = int(extra.get("step", -1)) + 1
@@ -233,6 +234,9 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
             sft = warm_start(cfg, s, train, initial, probes)
             log.info("SFT: %s", sft)
         s.sync.publish(s.learner)
+        if cfg.exam.enabled and cfg.exam.sft_only and cfg.sft.enabled and not cfg.resume:
+            log.info("exam builds of the policy after SFT")
+            stages["sft_builder"] = policy_builds(cfg, s, exam, "sft")
         log.info("4/5 GRPO: steps %d..%d, %d corpora x %d builds per step", first, cfg.steps - 1,
                  cfg.learner.batch_size, cfg.learner.group_size)
         history = run_grpo_steps(
@@ -243,7 +247,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
         rows, exam_detail = [], {}
         if cfg.exam.enabled:
             log.info("5/5 exam: flat store vs scripted builder vs trained builder on %d corpora", len(exam))
-            rows, exam_detail = run_exam(cfg, s, exam, probes)
+            rows, exam_detail = run_exam(cfg, s, exam, probes, stages)
         results = {
             "grpo_steps": len(history), "first_step": first, "resumed_from": cfg.resume or None,
             "policy_version": s.sync.version, "sft": sft, "history": history, "rows": rows, "exam": exam_detail,

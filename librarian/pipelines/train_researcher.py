@@ -14,7 +14,10 @@ Reads top to bottom:
 4. hint-guided GRPO: per step `batch_size` questions x `group_size`
    trajectories (a hint every K_h rounds, training only), reward = source
    recall, group-normalised outcome advantages, KL to the reference, one
-   update, publish; metrics to MLflow, a checkpoint per step;
+   update, publish; metrics to MLflow, a checkpoint per step; with
+   `rollout.constrained` (the default) every policy turn is sampled under
+   the tools' grammar (a short thought, then the calls), SFT's teacher turns
+   are not;
 5. evaluation: `evaluate_researcher` runs the scripted researcher on every
    arm (hierarchical vs flat store, no researcher, no BM25, no dense) and the
    trained policy researches the test questions on the hierarchical store
@@ -69,6 +72,8 @@ def check(cfg: TrainResearcherConfig) -> None:
                           f"got {d.test_fraction}")
     if d.speakers < 2:
         raise ConfigError(f"data.speakers must be >= 2 (sessions are conversations), got {d.speakers}")
+    if not cfg.sft.lr >= 0:
+        raise ConfigError(f"sft.lr must be >= 0 (0: learner.lr), got {cfg.sft.lr}")
     if cfg.sft.max_tokens < 0 or cfg.sft.max_tokens == 1:
         raise ConfigError(f"sft.max_tokens must be 0 (no limit) or >= 2, got {cfg.sft.max_tokens}")
     if r.hint_every < 0:
@@ -105,7 +110,8 @@ class Session:
             r.backend if r.backend != "vllm" else "hf", options, cfg.learner, r.torch_threads)
         self.spec = ResearcherSpec(r.backend, dict(r.options), r.budget, r.max_calls_per_turn, r.max_new_tokens,
                                    r.temperature, r.top_p, r.hint_every, s.mode, s.embedder, s.snippet_chars,
-                                   r.memory_window, 4, r.torch_threads, r.crash)
+                                   r.memory_window, 4, r.torch_threads, r.crash, constrained=r.constrained,
+                                   free_text=r.free_text)
         self.rollouts = RolloutPool(self.spec, self.topo.rollout_options(), max_restarts=r.max_restarts,
                                     worker_cls=ResearcherRolloutWorker)
         self.sync = WeightSync()
@@ -181,7 +187,7 @@ def warm_start(cfg: TrainResearcherConfig, s: Session, store: Any, train: list, 
     samples, cut = clip(verified_samples(verified.trajectories, lambda _t: True), cfg.sft.max_tokens)
     out: dict[str, Any] = {**verified.summary(), "samples": len(samples), "clipped": cut, "sft_steps": 0}
     if samples:
-        history = ray.get(s.learner.sft.remote(samples, cfg.sft.epochs, cfg.sft.batch_size, cfg.seed))
+        history = ray.get(s.learner.sft.remote(samples, cfg.sft.epochs, cfg.sft.batch_size, cfg.seed, cfg.sft.lr))
         out["sft_steps"] = len(history)
         out["sft_loss_first"], out["sft_loss_last"] = history[0]["sft_loss"], history[-1]["sft_loss"]
     else:
@@ -205,8 +211,8 @@ def grpo_step(cfg: TrainResearcherConfig, s: Session, store: Any, train: list, s
                                 [r.policy_version for r in scored.records], s.sync.version,
                                 cfg.off_policy.max_staleness, cfg.off_policy.stale)  # type: ignore[arg-type]
     kept = Scored([p[0] for p in pairs], [p[1] for p in pairs])
-    samples = samples_for(kept, cfg.learner.advantage, cfg.learner.gamma, cfg.learner.scale_by_std)
-    metrics: dict[str, float] = {}
+    samples, advantage_figures = samples_for(kept, cfg.learner.advantage, cfg.learner.gamma, cfg.learner.scale_by_std)
+    metrics: dict[str, float] = {"nonzero_advantage_fraction": 0.0, **advantage_figures}
     if samples:
         metrics.update(ray.get(s.learner.step.remote(samples)))
         s.sync.publish(s.learner)
@@ -283,7 +289,9 @@ def run(cfg: TrainResearcherConfig) -> dict[str, Any]:
             range(cfg.steps), lambda step: grpo_step(cfg, s, store, train, step), trajectory_rows, tracker,
             s.learner, out, cfg.save_trajectories, cfg.checkpoint_every,
             lambda step, m: (f"step {step}: source recall {m.get('reward', 0.0):.3f}, loss {loss_text(m)}, rounds "
-                             f"{m.get('rounds', 0.0):.1f}, hints {m.get('hints_per_episode', 0.0):.1f}, "
+                             f"{m.get('rounds', 0.0):.1f}, hints {m.get('hints_per_episode', 0.0):.1f}, valid calls "
+                             f"{m.get('valid_call_rate', 0.0):.2f}, nonzero-advantage groups "
+                             f"{m.get('nonzero_advantage_fraction', 0.0):.2f}, "
                              f"version {s.sync.version}"))
         norms["final"] = s.norm()
         arms: dict[str, Any] = {}

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from librarian.models.base import Message, PolicyBackend, Sample, SamplingParams
+from librarian.models.base import Message, PolicyBackend, Sample, SamplingParams, ToolSchema
 from librarian.roles.definitions import Role
 from librarian.roles.environment import Environment, Step
 from librarian.roles.trajectory import Trajectory, TurnRecord
@@ -35,6 +35,18 @@ class LoopConfig:
     params: SamplingParams = SamplingParams(max_new_tokens=256, temperature=1.0)
     compactor: Compactor | None = None
     compact_at_chars: int = 24_000
+    constrained: bool = False  # sample every turn under the tool-call grammar of the role's tools
+    free_text: bool = False  # under a grammar: a short thought may come before the calls
+    grammar_enums: tuple[tuple[str, tuple[str, ...]], ...] = ()  # argument name -> allowed values (paths)
+
+    def grammar(self, tools: Sequence[ToolSchema], role: Role) -> str | None:
+        """The grammar a turn is sampled under, or None when unconstrained."""
+        if not self.constrained or not tools:
+            return None
+        from librarian.models.constrained import tool_call_grammar
+
+        return tool_call_grammar(tools, max_calls=role.max_calls_per_turn, free_text=self.free_text,
+                                 enums=dict(self.grammar_enums))
 
 
 class _Episode:
@@ -65,7 +77,8 @@ class _Episode:
             self.traj.compactions += 1
         return self.opening + self.history
 
-    def record(self, sample: Sample, step: Step, wall: float, gen: float, forced: bool = False) -> None:
+    def record(self, sample: Sample, step: Step, wall: float, gen: float, forced: bool = False,
+               grammar: str | None = None) -> None:
         results = step.results
         turn = TurnRecord(
             index=len(self.traj.turns), text=sample.text,
@@ -77,7 +90,7 @@ class _Episode:
             raw_touched=sum(r.raw_touched for r in results), synthetic_touched=sum(r.synthetic_touched for r in results),
             workspace_changed=any(r.changed for r in results), wall_s=wall, generate_s=gen, forced=forced,
             prompt_ids=sample.prompt_token_ids, response_ids=sample.token_ids, logprobs=sample.logprobs,
-            finish_reason=sample.finish_reason,
+            finish_reason=sample.finish_reason, grammar=grammar or "",
         )
         self.traj.turns.append(turn)
         pair = [{"role": "assistant", "content": sample.text}, {"role": "tool", "content": step.observation}]
@@ -91,10 +104,10 @@ class _Episode:
         self.done = True
 
 
-def _params(config: LoopConfig, role: Role, turn: int) -> SamplingParams:
+def _params(config: LoopConfig, role: Role, turn: int, grammar: str | None = None) -> SamplingParams:
     p = config.params
     stop = tuple(dict.fromkeys(p.stop + role.stop))
-    return replace(p, n=1, stop=stop, seed=None if p.seed is None else p.seed + turn)
+    return replace(p, n=1, stop=stop, seed=None if p.seed is None else p.seed + turn, grammar=grammar)
 
 
 def run_episodes(envs: Sequence[Environment], backend: PolicyBackend, role: Role,
@@ -109,12 +122,13 @@ def run_episodes(envs: Sequence[Environment], backend: PolicyBackend, role: Role
             break
         prompts = [e.prompt(config) for e in active]
         t0 = time.perf_counter()
-        samples = backend.generate(prompts, active[0].tools, _params(config, role, turn))
+        grammar = config.grammar(active[0].tools, role) if getattr(backend, "honours_grammar", True) else None
+        samples = backend.generate(prompts, active[0].tools, _params(config, role, turn, grammar))
         gen = (time.perf_counter() - t0) / len(active)
         for ep, (sample, *_) in zip(active, samples, strict=True):
             t1 = time.perf_counter()
             step = ep.env.step(sample.text, ep.actions_left)
-            ep.record(sample, step, gen + time.perf_counter() - t1, gen)
+            ep.record(sample, step, gen + time.perf_counter() - t1, gen, grammar=grammar)
             if step.terminated:
                 ep.finish("answer" if step.answer is not None else "done", step.answer)
             elif ep.actions_left <= 0 and not role.forced_answer:
@@ -132,12 +146,14 @@ def _force_answers(episodes: list[_Episode], backend: PolicyBackend, role: Role,
     note = {"role": "user", "content": FORCE_ANSWER.format(budget=role.budget, tool=role.answer_tool)}
     prompts = [e.prompt(config) + [note] for e in episodes]
     t0 = time.perf_counter()
-    samples = backend.generate(prompts, episodes[0].env.answer_tools(), _params(config, role, turn))
+    tools = episodes[0].env.answer_tools()
+    grammar = config.grammar(tools, role) if getattr(backend, "honours_grammar", True) else None
+    samples = backend.generate(prompts, tools, _params(config, role, turn, grammar))
     gen = (time.perf_counter() - t0) / len(episodes)
     for ep, (sample, *_) in zip(episodes, samples, strict=True):
         ep.traj.messages.append(note)
         step = ep.env.final_answer(sample.text)
-        ep.record(sample, step, gen, gen, forced=True)
+        ep.record(sample, step, gen, gen, forced=True, grammar=grammar)
         ep.finish("forced_answer", step.answer)
 
 

@@ -39,6 +39,7 @@ class TurnRecord:
     response_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
     finish_reason: str = "stop"
+    grammar: str = ""  # the grammar the response was sampled under ("" : unconstrained)
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -61,6 +62,7 @@ class Segment:
     loss_mask: tuple[int, ...]
     logprobs: tuple[float, ...]
     turns: tuple[int, ...]
+    constraints: tuple[tuple[int, int, str], ...] = ()  # (start, end, grammar): tokens sampled under a grammar
 
 
 @dataclass
@@ -109,6 +111,7 @@ class Trajectory:
         mask: list[int] = []
         lps: list[float] = []
         turns: list[int] = []
+        spans: list[tuple[int, int, str]] = []
         for turn in self.turns:
             if not turn.has_tokens:
                 continue
@@ -117,14 +120,17 @@ class Trajectory:
                 glue = prompt[len(ids):]
             else:
                 if ids:
-                    out.append(Segment(tuple(ids), tuple(mask), tuple(lps), tuple(turns)))
-                ids, mask, lps, turns, glue = [], [], [], [], prompt
+                    out.append(Segment(tuple(ids), tuple(mask), tuple(lps), tuple(turns), tuple(spans)))
+                ids, mask, lps, turns, spans, glue = [], [], [], [], [], prompt
+            if turn.grammar:
+                start = len(ids) + len(glue)
+                spans.append((start, start + len(turn.response_ids), turn.grammar))
             ids += glue + list(turn.response_ids)
             mask += [0] * len(glue) + [1] * len(turn.response_ids)
             lps += [0.0] * len(glue) + list(turn.logprobs or (0.0,) * len(turn.response_ids))
             turns.append(turn.index)
         if ids:
-            out.append(Segment(tuple(ids), tuple(mask), tuple(lps), tuple(turns)))
+            out.append(Segment(tuple(ids), tuple(mask), tuple(lps), tuple(turns), tuple(spans)))
         return out
 
     def summary(self) -> dict[str, Any]:

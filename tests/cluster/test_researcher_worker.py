@@ -58,6 +58,27 @@ def test_tiny_model_episodes_carry_tokens_and_versions(worker, memory):
         assert r.hints == 0 and all("Hint:" not in t.observation for t in r.trajectory.turns)
 
 
+def test_policy_turns_are_grammar_constrained_and_teacher_turns_are_not(memory):
+    spec = ResearcherSpec(options={"model": "tiny"}, budget=1, max_calls_per_turn=2, max_new_tokens=160,
+                          hint_every=0, snippet_chars=120, torch_threads=1)
+    assert spec.constrained and spec.free_text  # the defaults
+    w = ResearcherRolloutWorker(spec)
+    rec = w.run(_job(memory, "g", group_size=1, seed=1))[0]
+    policy = [t for t in rec.trajectory.turns if t.has_tokens]
+    assert policy and all(t.grammar for t in policy)
+    assert policy[-1].forced and policy[0].grammar != policy[-1].grammar  # every tool, then finalize only
+    quoted = '\\"{}\\"'.format  # a tool name as the grammar spells the JSON string
+    assert all(quoted(name) in policy[0].grammar for name in ("open", "search", "browse", "finalize"))
+    assert quoted("search") not in policy[-1].grammar and quoted("finalize") in policy[-1].grammar
+    if policy[0].finish_reason == "stop":  # a complete sample under the grammar parses into calls
+        assert policy[0].calls and not policy[0].errors
+    teacher = w.run(_job(memory, "gt", group_size=1, greedy=True, teacher="jam_researcher", budget=4))[0]
+    assert all(not t.grammar for t in teacher.trajectory.turns)
+    free = ResearcherRolloutWorker(ResearcherSpec(options={"model": "tiny"}, budget=1, max_new_tokens=4,
+                                                  hint_every=0, constrained=False))
+    assert all(not t.grammar for t in free.run(_job(memory, "u", group_size=1))[0].trajectory.turns)
+
+
 def test_hints_appear_only_in_training_jobs(worker, memory):
     _, _, _, qs = memory
     trained = worker.run(_job(memory, "train", group_size=1, hint=hint_input(qs[0])))[0]

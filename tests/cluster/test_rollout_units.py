@@ -113,15 +113,18 @@ def test_filter_stale_drops_or_keeps():
         filter_stale(items, versions, 5, 1, policy="maybe")  # type: ignore[arg-type]
 
 
-def test_hints_name_unconsolidated_evidence_and_stop_when_done():
-    refs = [HintReference("Q1?", ("x",), ("facts/a", "facts/b")), HintReference("Q2?", ("y",), ("facts/c",))]
+def test_hints_nudge_towards_unconsolidated_questions_and_stop_when_done():
+    refs = [HintReference("What is Ada Moss's job?", ("baker",), ("facts/a", "facts/b")),
+            HintReference("Who is the mother of Finn Quarry?", ("Bo Lee",), ("facts/c",),
+                          ("person:Finn Quarry", "relation:mother"))]
     first = builder_hint(refs, set(), turn=0)
-    assert first is not None and "Q1?" in first and "facts/a, facts/b" in first and "answer: x" in first
+    assert first is not None and "Ada Moss" in first and "job" in first
+    assert "baker" not in first.lower() and "facts/" not in first and "(answer:" not in first
     calls = [{"name": "create_file", "arguments": {"sources": ["facts/a", "facts/b"]}}, {"name": "read"}]
     done = consolidated_sources(calls)
     assert done == {"facts/a", "facts/b"}
     second = builder_hint(refs, done, turn=0)
-    assert second is not None and "Q2?" in second
+    assert second is not None and "Finn Quarry" in second and "mother" in second and "Bo Lee" not in second
     assert builder_hint(refs, done | {"facts/c"}, turn=3) is None
 
 

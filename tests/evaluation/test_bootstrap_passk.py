@@ -120,3 +120,21 @@ def test_pass_at_k_paper_setting_and_errors():
         pass_at_k(4, 5, 1)
     with pytest.raises(ValueError, match="integer"):
         pass_at_k(4.0, 1, 1)  # type: ignore[arg-type]
+
+
+def test_unpaired_difference_ci_covers_a_known_difference_and_detects_a_shift():
+    import numpy as np
+
+    from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
+
+    rng = np.random.default_rng(0)
+    covered = 0
+    for k in range(200):
+        x, y = rng.normal(0.5, 1.0, 40), rng.normal(0.0, 1.0, 30)
+        ci = unpaired_difference_ci(x, y, n_boot=400, seed=k)
+        covered += ci.low <= 0.5 <= ci.high
+    assert 0.88 <= covered / 200 <= 0.99  # a 95% interval covers the true difference about 95% of the time
+    same = unpaired_difference_ci([0.0, 1.0] * 20, [0.0, 1.0] * 20, seed=1)
+    assert same.low < 0 < same.high
+    shifted = unpaired_difference_ci([1.0] * 10 + [0.0] * 2, [0.0] * 10 + [1.0] * 2, seed=1)
+    assert shifted.low > 0

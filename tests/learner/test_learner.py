@@ -119,5 +119,3 @@ def test_bad_config_and_input_are_named(pad_id):
         learner.step([])
     with pytest.raises(LearnerError, match="grad_accum"):
         learner.step(random_samples(2))
-    with pytest.raises(LearnerError, match="needs LoRA"):
-        make(pad_id, lora=LoraConfig(enabled=False), loss=LossConfig(kl_coef=0.1)).step(random_samples(1))

@@ -49,3 +49,21 @@ def test_nothing_verified_is_a_clear_error(pad_id):
     learner = Learner(tiny_model(0), LearnerConfig(lora=LoraConfig(rank=2, alpha=2)), pad_id)
     with pytest.raises(LearnerError, match="no verified trajectories"):
         fine_tune(learner, [], progress=False)
+
+
+def test_a_grpo_step_with_zero_advantages_after_sft_leaves_the_weights(pad_id):
+    """SFT's AdamW moments are reset: a GRPO step with no signal must not keep moving the SFT weights."""
+    import dataclasses
+
+    import torch
+
+    trajs = [teacher_trajectory(True, k) for k in range(4)]
+    samples = verified_samples(trajs, keep=lambda t: True)
+    learner = Learner(tiny_model(0), LearnerConfig(lr=1e-2, lora=LoraConfig(enabled=False)), pad_id)
+    fine_tune(learner, samples, epochs=2, batch_size=2, progress=False)
+    before = {k: v.clone() for k, v in learner.model.state_dict().items()}
+    zero = [dataclasses.replace(s, advantages=(0.0,) * len(s.advantages)) for s in samples]
+    metrics = learner.step(zero)
+    assert metrics["grad_norm"] == 0.0
+    after = learner.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)

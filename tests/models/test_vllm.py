@@ -199,3 +199,69 @@ def test_a_short_grpo_run_with_vllm_rollouts_completes(vllm, hf):
     assert [m["version"] for m in history] == [1.0, 2.0]
     assert all(torch.isfinite(torch.tensor(m["loss"])) for m in history)
     assert history[-1]["staleness"] == 0.0
+
+
+def test_a_group_of_identical_prompts_with_one_seed_differs_and_the_seed_reproduces_it(vllm, hf):
+    """vLLM seeds each request: the backend gives every sample its own `derive_seed`, so a group differs."""
+    load_base(vllm, hf)
+    group = [CONVS[0]] * 4  # G = 4 environments of one group: identical turn-1 prompts, n=1 each
+    params = SamplingParams(max_new_tokens=10, temperature=1.0, seed=7)
+    rows = vllm.generate(group, None, params)
+    ids = [row[0].token_ids for row in rows]
+    assert len(set(ids)) > 1, "every sample of the group came out identical"
+    assert [row[0].token_ids for row in vllm.generate(group, None, params)] == ids  # same seed, same group
+    assert [row[0].token_ids for row in vllm.generate(group, None, SamplingParams(max_new_tokens=10, seed=8))] != ids
+    # n > 1 on identical prompts: all 2 x 3 samples are distinct, and reproducible
+    many = SamplingParams(n=3, max_new_tokens=10, temperature=1.0, seed=7)
+    flat = [s.token_ids for row in vllm.generate(group[:2], None, many) for s in row]
+    assert len(set(flat)) == 6
+    assert [s.token_ids for row in vllm.generate(group[:2], None, many) for s in row] == flat
+
+
+def test_identical_environments_of_one_batch_get_different_turn_one_samples(vllm, hf):
+    from librarian.roles import LoopConfig, ToolEnv, kbgym_reader, run_episodes
+    from tests.roles.conftest import make_context
+
+    load_base(vllm, hf)
+    role = kbgym_reader(budget=1)
+    question = "Question: What is the job of Alice Johnson?"
+    envs = [ToolEnv(role, make_context(), question) for _ in range(4)]
+    config = LoopConfig(params=SamplingParams(max_new_tokens=8, temperature=1.0, seed=0))
+    trajs = run_episodes(envs, vllm, role, config)
+    first = [t.turns[0] for t in trajs]
+    assert len({turn.prompt_ids for turn in first}) == 1  # the same turn-1 prompt for the whole group
+    assert len({turn.response_ids for turn in first}) > 1  # ... and not the same build
+
+
+def test_constrained_samples_parse_and_carry_the_constrained_log_probs(vllm, hf):
+    """Under a tool-call grammar (vLLM structured outputs, xgrammar): every sample parses, and each token's
+    log-prob is that of the constrained distribution, recomputed from the hf model's logits and the masks
+    `constrained.replay_masks` gives (the learner's recomputation); greedy equals the hf backend's."""
+    from librarian.models.constrained import compiler_for, tool_call_grammar
+    from librarian.roles.builder_tools import BUILDER_TOOLS
+    from librarian.roles.tool_calls import parse_tool_calls
+
+    load_base(vllm, hf)
+    tools = [t.schema() for t in BUILDER_TOOLS]
+    grammar = tool_call_grammar(tools)
+    compiler = compiler_for(hf.tokenizer, int(hf.model.get_output_embeddings().weight.shape[0]))
+    end = hf.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for temperature in (1.0, 0.7):
+        rows = vllm.generate(CONVS[:2], tools, SamplingParams(n=2, max_new_tokens=200, temperature=temperature,
+                                                              seed=3, grammar=grammar))
+        for s in (s for row in rows for s in row):
+            parsed = parse_tool_calls(s.text, tools)
+            assert len(parsed.calls) == 1 and not parsed.errors, (s.text, parsed.errors)
+            assert s.finish_reason == "stop" and s.token_ids[-1] == end  # only end-of-turn ends a grammar
+            masks = compiler.replay_masks(grammar, list(s.token_ids))
+            ids = torch.tensor([list(s.prompt_token_ids) + list(s.token_ids)])
+            with torch.no_grad():
+                logits = hf.model(input_ids=ids).logits[0, len(s.prompt_token_ids) - 1:-1].float() / temperature
+            want = torch.log_softmax(logits.masked_fill(~masks, float("-inf")), -1)
+            want = want.gather(1, torch.tensor(s.token_ids)[:, None])[:, 0]
+            assert float((want - torch.tensor(s.logprobs)).abs().max()) <= TOL
+            assert float((recompute(hf.model, s, temperature) - torch.tensor(s.logprobs)).abs().max()) > TOL
+    greedy = SamplingParams(max_new_tokens=80, temperature=0.0, grammar=grammar)
+    ours, theirs = vllm.generate(CONVS[:1], tools, greedy)[0][0], hf.generate(CONVS[:1], tools, greedy)[0][0]
+    assert ours.token_ids == theirs.token_ids and ours.text == theirs.text
+    assert max(abs(a - b) for a, b in zip(ours.logprobs, theirs.logprobs, strict=True)) <= TOL

@@ -52,7 +52,8 @@ def test_rewards_are_source_recall_and_advantages_normalise_within_groups():
              "b-j": [_rec("b-j", 0, []), _rec("b-j", 1, ["s3"])]}
     scored = score(batch, qs)
     assert scored.rewards == [0.5, 1.0, 0.0, 1.0]
-    samples = samples_for(scored, "outcome_grpo", 1.0, True)
+    samples, figures = samples_for(scored, "outcome_grpo", 1.0, True)
+    assert figures["nonzero_advantage_fraction"] == 1.0 and figures["advantage_abs_mean"] > 0
     adv = [max(s.advantages) if max(s.advantages) > 0 else min(s.advantages) for s in samples]
     assert len(samples) == 4 and adv[0] < 0 < adv[1] and adv[2] < 0 < adv[3]
     assert adv[0] == pytest.approx(-adv[1]) and adv[2] == pytest.approx(-adv[3])
@@ -62,8 +63,22 @@ def test_rewards_are_source_recall_and_advantages_normalise_within_groups():
 
 def test_a_group_with_equal_rewards_gives_no_signal():
     scored = score({"a-j": [_rec("a-j", 0, ["s1"]), _rec("a-j", 1, ["s1"])]}, {"a": Q("a", ["s1"])})
-    assert all(a == 0 for s in samples_for(scored, "outcome_grpo", 1.0, True) for a in s.advantages)
+    samples, figures = samples_for(scored, "outcome_grpo", 1.0, True)
+    assert all(a == 0 for s in samples for a in s.advantages)
+    assert figures["nonzero_advantage_fraction"] == 0.0
     assert batch_metrics(scored)["groups_without_signal"] == 1.0
+
+
+def test_nonzero_advantage_fraction_counts_groups_and_valid_call_rate_counts_policy_turns():
+    qs = {"a": Q("a", ["s1"]), "b": Q("b", ["s3"])}
+    batch = {"a-j": [_rec("a-j", 0, ["s1"]), _rec("a-j", 1, [])],  # signal
+             "b-j": [_rec("b-j", 0, ["s3"]), _rec("b-j", 1, ["s3"])]}  # equal rewards: no signal
+    assert samples_for(score(batch, qs), "outcome_grpo", 1.0, True)[1]["nonzero_advantage_fraction"] == 0.5
+    assert samples_for(Scored([], []), "outcome_grpo", 1.0, True) == ([], {})
+    call = [{"name": "search", "arguments": {"query": "a"}}]
+    # _traj(2, calls): the first turn has a call, the second none -> half the policy turns are valid calls
+    m = batch_metrics(score({"a-j": [_rec("a-j", 0, ["s1"], _traj(2, call))]}, qs))
+    assert m["valid_call_rate"] == 0.5
 
 
 @given(st.integers(min_value=2, max_value=40), st.integers(min_value=2, max_value=30), st.data())

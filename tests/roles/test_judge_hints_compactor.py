@@ -51,11 +51,11 @@ REF = HintInput("What is Alice Smith's mother's job?", ("baker",), ("session-003
                 ("person:Alice Smith", "relation:mother", "job:baker"))
 
 
-def test_scripted_hint_names_the_next_missing_key_and_source_never_the_answer():
+def test_scripted_hint_nudges_towards_what_is_missing_never_the_answer_or_a_source():
     hint = scripted_hint(REF)
-    assert "Alice Smith" in hint and "session-003" in hint and "baker" not in hint.lower()
+    assert "Alice Smith" in hint and "baker" not in hint.lower() and "session-" not in hint
     later = scripted_hint(_with(REF, "browse session-003: Alice Smith: my mother says hello"))
-    assert "session-007" in later and "session-003" not in later
+    assert "mother" in later and "session-" not in later and "baker" not in later.lower()
     assert scripted_hint(_with(REF, "alice smith mother session-003 session-007")) is None
 
 
@@ -73,10 +73,13 @@ def test_redact_removes_every_answer_occurrence(answer, noise):
     assert answer not in out.lower() and out.count("...") == 2
 
 
-def test_llm_hinter_output_is_redacted():
-    hinter = LLMHinter(ScriptedBackend(lambda m, t: "The answer is Baker, check session-003."))
+def test_llm_hinter_never_sees_the_sources_and_its_output_is_redacted():
+    prompts = []
+    hinter = LLMHinter(ScriptedBackend(lambda m, t: prompts.append(m[-1]["content"])
+                                       or "The answer is Baker, check session-003 or sessions/session-007."))
     hint = hinter(REF)
-    assert hint.startswith("Hint:") and "baker" not in hint.lower() and "session-003" in hint
+    assert hint.startswith("Hint:") and "baker" not in hint.lower() and "session-00" not in hint
+    assert prompts and "session-00" not in prompts[0] and "What is Alice Smith's mother's job?" in prompts[0]
 
 
 def test_hinted_env_adds_hints_only_when_the_training_loop_enables_them(ctx):

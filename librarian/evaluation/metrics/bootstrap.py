@@ -131,3 +131,20 @@ def cluster_bootstrap_ci(x: Sequence[float], clusters: Sequence[Hashable], y: Se
                          statistic: str | Statistic = "mean", **kw) -> CI:
     """`bootstrap_ci` resampling whole clusters (corpora, conversations) with replacement."""
     return bootstrap_ci(x, y, statistic=statistic, clusters=clusters, **kw)
+
+
+def unpaired_difference_ci(x: Sequence[float], y: Sequence[float], n_boot: int = 2000, seed: int = 0,
+                           level: float = 0.95) -> CI:
+    """A bootstrap CI of mean(x) - mean(y) for two independent samples (each resampled on its own).
+
+    For example a training run's per-build rewards in its last steps (x) against its first steps (y).
+    """
+    xs, ys = _array("x", x), _array("y", y)
+    rng = np.random.default_rng(seed)
+    bx = xs[rng.integers(0, xs.size, size=(n_boot, xs.size))].mean(axis=1)
+    by = ys[rng.integers(0, ys.size, size=(n_boot, ys.size))].mean(axis=1)
+    diffs = bx - by
+    alpha = (1.0 - level) / 2.0
+    point = float(xs.mean() - ys.mean())
+    low, high = (float(v) for v in np.quantile(diffs, [alpha, 1.0 - alpha]))
+    return CI(point, min(low, point), max(high, point), level, n_boot)

@@ -1,0 +1,206 @@
+"""Builder headroom: does the builder task leave room to learn? Flat store vs scripted builder vs a random one.
+
+    python benchmarks/builder_headroom.py --out build/bench/headroom [--quick] [--config configs/learning_builder.yaml]
+
+Builds the task of a `train_builder` config (default `configs/learning_builder.yaml`, the preset of
+`benchmarks/learning_bench.py`: one count question over a city or job per corpus, 16 top-level fact files,
+builder budget 5, reader budget 3): the KBGym universe and the held-out exam corpora
+(`builder_corpora.task_corpora`). On every exam corpus, in this process (no Ray), with the extractive content
+executor attached (`ExtractiveExecutor(max_chars=1200)`, as `rollout.content_executor: extractive` does):
+
+- `flat`: the corpus as is (`Workspace.from_documents`);
+- `scripted`: the config's SFT teacher (`sft.teacher`; the preset's `librarian_builder_compact`, the heuristic
+  builder in the compact layout of constrained decoding) with `exam.scripted_budget` actions, through
+  `run_episodes` over a builder `ToolEnv` as the rollout workers run it;
+- `random`: an untrained-looking builder in the same layout and budget: `create_file`s of 4 random listed
+  files each (no text), a `merge_files` of them under a random title, then `stop`: as many files, no plan;
+
+then the probe reader (`probe:` section) answers the hidden questions on each store
+(`librarian.evaluation.exam.run_local`). U(F) is paper 000's utility with the `reward:` weights.
+`--quick` uses at most 6 exam corpora. Writes OUT/results.json: `exam_utility_flat|scripted|random`,
+`exam_f1_*`, `exam_actions_*` (reader actions), per template F1, `exam_scripted_minus_flat_ci` and
+`exam_random_minus_flat_ci` (paired bootstrap 95% CIs over questions of the F1 difference, the utility
+per question when the costs are zero), `headroom_ok` (the scripted CI excludes zero and the flat
+utility is above 0 and clearly below the scripted one), timings and the settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+log = logging.getLogger("builder_headroom")
+DEFAULT_CONFIG = "configs/learning_builder.yaml"
+
+
+def random_builder(seed: int):
+    """A policy in the compact layout that spends the budget on `create_file`s of 4 random listed files each
+    (no text: the content executor writes it), one `merge_files` of them, then `stop`: as many files, no plan."""
+    from librarian.models.scripted import tool_call_text
+    from librarian.models.scripted_builder import COMPACT_ITEMS, HeuristicBuilder
+    from librarian.models.scripted_kbgym import budget_from_prompt, transcript
+
+    lister = HeuristicBuilder(compact=True)
+
+    def raw_files(base: str, listing: str) -> list[str]:
+        names = [line.split("  ")[1].strip() for line in listing.splitlines()[1:]
+                 if line.endswith("chars") and "  raw  " in line]
+        return [f"{base}/{n}" if base else n for n in names]
+
+    def policy(messages: Any, tools: Any = None) -> str:
+        budget = budget_from_prompt(messages) or 8
+        used = sum(1 for m in messages if m["role"] == "assistant")
+        events = [e for e in transcript(messages) if not e.error]
+        task = next((m["content"] for m in messages if m["role"] == "user"), "")
+        files = raw_files("", task.split("\nls ", 1)[1]) if "\nls " in task and "more)" not in task else []
+        if not files and not any(e.name == "list" for e in events):
+            return lister(messages, tools)  # the same `list` the scripted builder starts with
+        files += [f for e in events if e.name == "list" for f in raw_files(e.arguments.get("path", ""), e.observation)]
+        made = [e.arguments["path"] for e in events if e.name == "create_file"]
+        rng = random.Random(f"{seed}:{used}")
+        if used >= budget - 1 or not files:
+            return tool_call_text("stop")
+        if used >= budget - 2 and len(made) >= 2:
+            return tool_call_text("merge_files", children=made[:COMPACT_ITEMS], path=f"notes-{rng.randrange(1000)}",
+                                  instruction=f"Notes {rng.randrange(1000)}")
+        picked = rng.sample(files, min(COMPACT_ITEMS, len(files)))
+        return tool_call_text("create_file", path=f"notes/file-{len(made)}.md", sources=picked)
+
+    policy.__name__ = "random_builder"
+    return policy
+
+
+def build(corpora: list, policy: Any, budget: int, listing_lines: int, max_chars: int = 1200) -> list:
+    """Each corpus built once by `policy` (a scripted policy name or callable) with the extractive content
+    executor attached (it writes the text of calls that leave it out); (workspace, trajectory) pairs."""
+    from librarian.models import make_backend
+    from librarian.models.base import SamplingParams
+    from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
+    from librarian.roles.builder_task import build_task
+    from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
+    from librarian.workspace import Workspace
+
+    role = librarian_builder(budget=budget)
+    spaces = [Workspace.from_documents(c.docs) for c in corpora]
+    executor = ExtractiveExecutor(max_chars=max_chars)
+    envs = [ToolEnv(role, ToolContext(ws, extra={EXECUTOR_KEY: executor}), build_task(ws, listing_lines))
+            for ws in spaces]
+    backend = make_backend("scripted", policy=policy)
+    trajs = run_episodes(envs, backend, role, LoopConfig(SamplingParams(max_new_tokens=4096, temperature=0.0)))
+    return list(zip(spaces, trajs, strict=True))
+
+
+def measure(cfg: Any, corpora: list, n_boot: int = 2000) -> dict[str, Any]:
+    """Flat / scripted / random stores of `corpora` examined by the probe reader; the figures for results.json."""
+    from librarian.evaluation.exam import ExamRunner, ReaderSpec, run_local, summarize
+    from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci
+    from librarian.pipelines.builder_rewards import exam_utility
+    from librarian.workspace import Workspace
+
+    p = cfg.probe
+    spec = ReaderSpec(role=p.role, backend=p.backend, options=dict(p.options), budget=p.budget, memory=p.memory,
+                      max_new_tokens=p.max_new_tokens, temperature=0.0, seed=cfg.seed)
+    runner = ExamRunner(spec)
+    weights = cfg.reward.weights()
+    timings: dict[str, float] = {}
+    stores: dict[str, list] = {"flat": [(Workspace.from_documents(c.docs), None) for c in corpora]}
+    t = time.perf_counter()
+    stores["scripted"] = build(corpora, cfg.sft.teacher, cfg.exam.scripted_budget, cfg.rollout.listing_lines)
+    timings["build_scripted_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    stores["random"] = build(corpora, random_builder(cfg.seed), cfg.exam.scripted_budget, cfg.rollout.listing_lines)
+    timings["build_random_s"] = time.perf_counter() - t
+    out: dict[str, Any] = {}
+    per_q: dict[str, list[float]] = {}
+    for name, built in stores.items():
+        t = time.perf_counter()
+        results, utils, by_template = [], [], defaultdict(list)
+        for c, (ws, _) in zip(corpora, built, strict=True):
+            res = run_local(ws, c.questions, spec, runner=runner)
+            results.extend(res)
+            utils.append(exam_utility(res, weights))
+            for r in res:
+                by_template[r.template].append(r.f1)
+        timings[f"exam_{name}_s"] = time.perf_counter() - t
+        s = summarize(results)
+        out[f"exam_utility_{name}"] = statistics.fmean(utils)
+        out[f"exam_f1_{name}"] = s["f1"]
+        out[f"exam_actions_{name}"] = s["actions"]
+        out[f"exam_files_read_{name}"] = s["files_read"]
+        out[f"f1_by_template_{name}"] = {k: statistics.fmean(v) for k, v in sorted(by_template.items())}
+        per_q[name] = [r.f1 for r in results]
+        if name != "flat":
+            trajs = [tr for _, tr in built]
+            out[f"build_actions_{name}"] = statistics.fmean(tr.actions for tr in trajs)
+            out[f"build_files_{name}"] = statistics.fmean(sum(1 for n in ws if n.kind == "synthetic") for ws, _ in built)
+            out[f"build_ends_{name}"] = sorted({tr.end for tr in trajs})
+    for name in ("scripted", "random"):
+        ci = paired_bootstrap_ci(per_q[name], per_q["flat"], n_boot=n_boot, seed=cfg.seed)
+        out[f"exam_{name}_minus_flat"] = ci.point
+        out[f"exam_{name}_minus_flat_ci"] = ci.as_list()
+    out["exam_questions"] = len(per_q["flat"])
+    out["timings"] = timings
+    out["exam_scripted_minus_flat_ci_excludes_zero"] = bool(out["exam_scripted_minus_flat_ci"][0] > 0)
+    out["headroom_ok"] = bool(out["exam_scripted_minus_flat_ci_excludes_zero"] and out["exam_utility_flat"] > 0.05
+                              and out["exam_utility_scripted"] - out["exam_utility_flat"] >= 0.1)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--config", default=DEFAULT_CONFIG)
+    p.add_argument("--quick", action="store_true", help="at most 6 exam corpora")
+    p.add_argument("--n-boot", type=int, default=2000)
+    p.add_argument("overrides", nargs="*", help="key=value config overrides")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from librarian.config import load_config, to_plain
+    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder_corpora import task_corpora
+
+    started = time.perf_counter()
+    cfg = load_config(TrainBuilderConfig, args.overrides, config_file=args.config)
+    if args.quick:
+        cfg.data.exam_corpora = min(cfg.data.exam_corpora, 6)
+    t = time.perf_counter()
+    _, _, exam = task_corpora(cfg.data)
+    corpora_s = time.perf_counter() - t
+    d = cfg.data
+    log.info("task: %d exam corpora of %d questions (%s), %d files each (%s paths); reader budget %d; "
+             "builder budget %d", len(exam), d.questions_per_corpus, ", ".join(d.question_kinds) or "all kinds",
+             d.docs_per_corpus, d.path_style, cfg.probe.budget, cfg.exam.scripted_budget)
+    res = measure(cfg, exam, n_boot=args.n_boot)
+    res["timings"]["corpora_s"] = corpora_s
+    res["wall_s"] = time.perf_counter() - started
+    res.update({"config_file": args.config, "quick": args.quick, "exam_corpora": len(exam),
+                "docs_per_corpus": [len(c.docs) for c in exam], "config": to_plain(cfg)})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(res, indent=2, sort_keys=True))
+    for name in ("flat", "scripted", "random"):
+        log.info("%-9s utility %.3f  F1 %.3f  reader actions %.2f%s", name, res[f"exam_utility_{name}"],
+                 res[f"exam_f1_{name}"], res[f"exam_actions_{name}"],
+                 f"  (build: {res[f'build_actions_{name}']:.1f} actions, {res[f'build_files_{name}']:.1f} files)"
+                 if name != "flat" else "")
+    ci = res["exam_scripted_minus_flat_ci"]
+    log.info("scripted - flat F1 over %d questions: %.3f, 95%% CI %s; random - flat: %.3f, CI %s",
+             res["exam_questions"], res["exam_scripted_minus_flat"], [round(x, 3) for x in ci],
+             res["exam_random_minus_flat"], [round(x, 3) for x in res["exam_random_minus_flat_ci"]])
+    log.info("headroom_ok=%s (CI above zero, flat utility > 0.05 and >= 0.1 below scripted); %.1f s; %s",
+             res["headroom_ok"], res["wall_s"], out / "results.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

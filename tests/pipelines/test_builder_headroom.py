@@ -1,0 +1,83 @@
+"""The builder task with headroom (configs/learning_builder.yaml): corpora options and scripted > flat."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from librarian.config import load_config
+from librarian.pipelines.builder_config import TrainBuilderConfig
+from librarian.pipelines.builder_corpora import CorpusError, make_corpora, task_corpora
+
+ROOT = Path(__file__).resolve().parents[2]
+PRESET = ROOT / "configs" / "learning_builder.yaml"
+KINDS = ("qc4_city_count", "qc9_oldest_in_city", "QC6")
+
+
+@pytest.fixture(scope="module")
+def kbgym():
+    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+
+    return build_kbgym(people=150, seed=1, sizes=SplitSizes(train=120, test_in=150, test_out=10, eval_in=10,
+                                                            eval_out=10))
+
+
+def test_make_corpora_options_give_the_kinds_sizes_and_paths_asked_for(kbgym):
+    from librarian.models.scripted_kbgym import parse_fact
+
+    corpora = make_corpora(kbgym, 3, questions=2, docs=120, splits=("train",), seed=1, prefix="c", max_support=60,
+                           question_kinds=KINDS, min_support=4, path_style="sentence")
+    assert [c.corpus_id for c in corpora] == ["c0", "c1", "c2"]
+    for c in corpora:
+        assert len(c.docs) == 120 and len(c.questions) == 2
+        ids = {d.id for d in c.docs}
+        for q in c.questions:
+            assert q.template in KINDS or q.qclass in KINDS
+            assert len(q.support) >= 4 and set(q.support) <= ids
+        for d in c.docs:
+            assert d.path.startswith(f"facts/{d.id} ") and parse_fact(d.path.split(" ", 1)[1]) == parse_fact(d.text)
+    plain = make_corpora(kbgym, 1, questions=2, docs=10, splits=("train",), seed=1, prefix="p")[0]
+    assert all(d.path == f"facts/{d.id}" for d in plain.docs)  # the old signature and layout
+    with pytest.raises(CorpusError, match="kinds qc4_city_count"):
+        make_corpora(kbgym, 50, questions=2, docs=120, splits=("train",), seed=1, prefix="c", max_support=60,
+                     question_kinds=("qc4_city_count",))
+    top = make_corpora(kbgym, 1, questions=1, docs=16, splits=("train",), seed=1, prefix="t", max_support=13,
+                       question_kinds=("qc4_city_count",), min_support=6, path_style="top")[0]
+    assert len(top.docs) == 16 and all("/" not in d.path and d.path.startswith(f"{d.id} ") for d in top.docs)
+    with pytest.raises(CorpusError, match="path_style"):
+        make_corpora(kbgym, 1, questions=1, docs=120, splits=("train",), seed=1, prefix="c", max_support=60,
+                     path_style="pretty")
+
+
+def reads_top_level_citations() -> bool:
+    """Whether the scripted reader reads a fact back from a line the extractive executor wrote for a top-level
+    source (`<id> <sentence>: <sentence>`, no `/` in the path)."""
+    from librarian.models.scripted_kbgym import Fact, parse_fact
+
+    return parse_fact("kb1 Ada Lind lives in Ivywick: Ada Lind lives in Ivywick.") == Fact("Ada Lind", "city", "Ivywick")
+
+
+def test_the_preset_builds_its_task_and_the_compact_scripted_builder_beats_the_flat_store():
+    spec = importlib.util.spec_from_file_location("builder_headroom", ROOT / "benchmarks" / "builder_headroom.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+
+    cfg = load_config(TrainBuilderConfig, ["data.exam_corpora=12", "data.train_corpora=2"], config_file=PRESET)
+    assert cfg.probe.role == "kbgym" and cfg.probe.backend == "scripted" and cfg.probe.budget == 3
+    assert cfg.rollout.budget <= 5 and cfg.exam.scripted_budget <= 5 and cfg.sft.teacher == "librarian_builder_compact"
+    assert cfg.rollout.constrained and cfg.rollout.content_executor == "extractive"
+    _, train, exam = task_corpora(cfg.data)
+    assert len(train) == 2 and len(exam) == 12
+    assert all(len(c.docs) == cfg.data.docs_per_corpus <= cfg.rollout.listing_lines for c in train + exam)
+    assert not {q.id for c in train for q in c.questions} & {q.id for c in exam for q in c.questions}
+    assert reads_top_level_citations(), "the scripted reader must read index files the content executor wrote"
+    res = bench.measure(cfg, exam, n_boot=500)
+    assert res["exam_questions"] == 12
+    assert set(res["build_ends_scripted"]) <= {"done", "budget"}  # an index's merge may take the last action
+    assert res["build_actions_scripted"] <= cfg.exam.scripted_budget
+    low, _high = res["exam_scripted_minus_flat_ci"]
+    assert low > 0  # the scripted builder beats the flat store, CI over questions excludes zero
+    assert 0.2 <= res["exam_utility_flat"] <= res["exam_utility_scripted"] - 0.1  # headroom on both sides
+    assert res["exam_utility_random"] <= res["exam_utility_flat"] + 0.05  # files without a plan do not help

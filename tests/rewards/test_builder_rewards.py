@@ -1,0 +1,105 @@
+"""The builder's reward defaults (paper 000's primary run), Acc vs F1 correctness, and both terminal variants."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from omegaconf import OmegaConf
+
+from librarian.pipelines.builder_rewards import (
+    ProbeService,
+    RewardConfig,
+    correctness,
+    exam_utility,
+    rollout_rewards,
+)
+from librarian.rewards import UtilityWeights
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def _result(qid: str, f1: float, tokens: int = 100, files: int = 2):
+    return SimpleNamespace(qid=qid, f1=f1, tokens_read=tokens, files_read=files)
+
+
+def test_defaults_are_paper_000s_primary_run():
+    cfg = RewardConfig()
+    assert (cfg.every, cfg.max_probes, cfg.terminal, cfg.gamma) == (8, 4, "score", 1.0)
+    assert (cfg.alpha, cfg.lambda_tok, cfg.lambda_read, cfg.correctness) == (0.0, 0.0, 0.0, "acc")
+    yaml = OmegaConf.load(CONFIGS / "train_builder.yaml")
+    assert {k: yaml.reward[k] for k in ("every", "max_probes", "terminal", "gamma", "alpha", "lambda_tok",
+                                        "lambda_read", "correctness")} == {
+        "every": 8, "max_probes": 4, "terminal": "score", "gamma": 1.0, "alpha": 0.0, "lambda_tok": 0.0,
+        "lambda_read": 0.0, "correctness": "acc"}
+    assert yaml.rollout.hint_every == 0  # paper 000 has no hints
+
+
+def test_acc_is_full_credit_under_the_questions_metric_and_f1_stays_an_option():
+    assert [correctness(s) for s in (1.0, 0.999999999999, 0.99, 0.5, 0.0)] == [1.0, 1.0, 0.0, 0.0, 0.0]
+    assert correctness(0.5, "f1") == 0.5
+    with pytest.raises(ValueError, match="correctness"):
+        correctness(1.0, "em")
+    with pytest.raises(ValueError, match="correctness"):
+        RewardConfig(correctness="em").weights()
+
+
+def test_exam_utility_uses_the_configured_correctness():
+    results = [_result("a", 1.0), _result("b", 0.5), _result("c", 0.0)]
+    assert exam_utility(results, RewardConfig().weights()) == pytest.approx(1 / 3)
+    assert exam_utility(results, RewardConfig(correctness="f1").weights()) == pytest.approx(0.5)
+    assert exam_utility(results, UtilityWeights()) == pytest.approx(1 / 3)  # plain weights: acc
+    assert exam_utility(results, UtilityWeights(), "f1") == pytest.approx(0.5)
+    # navigation costs only apply to correct answers: the 0.5-F1 answer is wrong under Acc, so costs nothing
+    cfg = RewardConfig(lambda_tok=0.5, tok_scale=100.0)
+    assert exam_utility(results, cfg.weights()) == pytest.approx((1 - 0.5) / 3)
+
+
+def _record(turns: int, probes: dict[int, bytes], final: bytes):
+    traj = SimpleNamespace(turns=[object()] * turns)
+    return SimpleNamespace(trajectory=traj, probes=probes, final=final, corpus_id="c0", build_costs=[1.0] * turns)
+
+
+def _snapshot(name: str) -> bytes:
+    from librarian.cluster.rollout_worker import snapshot
+    from librarian.workspace import Document, Workspace
+
+    return snapshot(Workspace.from_documents([Document(name, f"the workspace {name}")]))
+
+
+# the graded answers (F1) on two questions of each workspace: F_0, the probes at turns 8 and 16, and F_T
+F0, P8, P16, FT = (_snapshot(n) for n in ("F0", "P8", "P16", "FT"))
+ANSWERS = {F0: [0.0, 0.0], P8: [1.0, 0.5], P16: [1.0, 0.0], FT: [1.0, 1.0]}
+
+
+def _service(cfg: RewardConfig) -> ProbeService:
+    run = lambda data, qs, repeats: [_result(q, f) for q, f in zip(qs, ANSWERS[data], strict=True)]  # noqa: E731
+    return ProbeService(run, {"c0": ["q1", "q2"]}, cfg)
+
+
+@pytest.mark.parametrize("kind", ["acc", "f1"])
+def test_terminal_score_adds_the_final_workspaces_correctness(kind):
+    cfg = RewardConfig(correctness=kind)
+    probes = _service(cfg)
+    u0 = probes.utility(F0, "c0")
+    rec = _record(20, {8: P8, 16: P16}, FT)
+    w = rollout_rewards(rec, u0, probes, cfg)
+    p8 = 0.5 if kind == "acc" else 0.75
+    assert w.final == 1.0 and w.probes == {8: p8, 16: 0.5}
+    expect = [0.0] * 20
+    expect[7], expect[15], expect[19] = p8 - 0.0, 0.5 - p8, 1.0  # probe deltas, then + U(F_T) = Acc of F_T
+    assert w.turn_rewards == pytest.approx(expect)
+    assert sum(w.turn_rewards) == pytest.approx(0.5 - u0 + w.final)
+
+
+def test_terminal_delta_telescopes_to_the_final_gain():
+    cfg = RewardConfig(terminal="delta")
+    probes = _service(cfg)
+    u0 = probes.utility(F0, "c0")
+    w = rollout_rewards(_record(20, {8: P8, 16: P16}, FT), u0, probes, cfg)
+    expect = [0.0] * 20
+    expect[7], expect[15], expect[19] = 0.5, 0.0, 0.5
+    assert w.turn_rewards == pytest.approx(expect)
+    assert math.isclose(sum(w.turn_rewards), w.final - u0) and math.isclose(w.sparse, w.final)
