@@ -22,9 +22,7 @@ plots the reward per step of both runs and the valid-call rate. This measures le
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import os
 import statistics
 import sys
@@ -35,32 +33,11 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+from librarian.evaluation.learning_curves import bench_args, plot_learning, reward_gain, rewards_by_step  # noqa: E402
+
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
 EXAM_NAMES = {"flat": "flat", "scripted": "scripted_builder", "trained": "trained_builder",
               "sft_only": "sft_builder", "untrained": "untrained_builder"}
-
-
-def build_rewards(run_dir: Path) -> dict[int, list[float]]:
-    """Step -> every build's total reward, from a run's trajectories.jsonl."""
-    out: dict[int, list[float]] = {}
-    with (run_dir / "trajectories.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            out.setdefault(int(row["step"]), []).append(sum(t["reward"] for t in row["turns"]))
-    return dict(sorted(out.items()))
-
-
-def gain(per_step: dict[int, list[float]], ends: int = 3, seed: int = 0) -> dict[str, Any]:
-    """Mean build reward of the last `ends` steps minus the first `ends`, with a bootstrap 95% CI."""
-    from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
-
-    steps = sorted(per_step)
-    if len(steps) < 2 * ends:
-        raise SystemExit(f"learning_bench needs at least {2 * ends} GRPO steps, the run has {len(steps)}")
-    first = [r for s in steps[:ends] for r in per_step[s]]
-    last = [r for s in steps[-ends:] for r in per_step[s]]
-    ci = unpaired_difference_ci(last, first, seed=seed)
-    return {"gain": ci.point, "ci": ci.as_list()}
 
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
@@ -91,39 +68,8 @@ def exam_figures(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def plot(path: Path, run_rewards: list[float], control_rewards: list[float], valid: list[float]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    a.plot(range(len(run_rewards)), run_rewards, marker="o", label="GRPO (run)")
-    a.plot(range(len(control_rewards)), control_rewards, marker="s", label="learner.lr=0 (control)")
-    a.set_xlabel("GRPO step")
-    a.set_ylabel("mean build reward")
-    a.set_title("reward per step")
-    a.legend()
-    b.plot(range(len(valid)), valid, marker="o", color="tab:green")
-    b.set_ylim(0, 1.05)
-    b.set_xlabel("GRPO step")
-    b.set_title("valid tool-call rate")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--config", default=DEFAULT_CONFIG)
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("overrides", nargs="*", help="key=value overrides for both runs")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    common = [f"steps={args.steps}", "checkpoint_every=0", *args.overrides]
+    args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
     run = run_pipeline(args.config, out / "run", [*common, "exam.untrained=true", "exam.sft_only=true"])
     lr = run["config"]["learner"]["lr"]
@@ -131,16 +77,20 @@ def main(argv: list[str] | None = None) -> int:
     run_pipeline(args.config, out / "control", [*common, "learner.lr=0", f"sft.lr={lr}",
                                                           "exam.enabled=false"])
     control_s = time.perf_counter() - started - run_s
-    per_step, control_per_step = build_rewards(out / "run"), build_rewards(out / "control")
+    def build_reward(row: dict) -> float:
+        return sum(t["reward"] for t in row["turns"])
+
+    per_step = rewards_by_step(out / "run", build_reward)
+    control_per_step = rewards_by_step(out / "control", build_reward)
     history = run["history"]
     valid = [float(h.get("valid_call_rate", 0.0)) for h in history]
-    run_gain, control_gain = gain(per_step), gain(control_per_step)
+    run_gain, control_gain = reward_gain(per_step), reward_gain(control_per_step)
     results: dict[str, Any] = {
         "config": args.config, "steps": args.steps, "overrides": args.overrides,
         "valid_call_rate": valid,
         "reward_per_step": [statistics.fmean(v) for v in per_step.values()],
         "control_reward_per_step": [statistics.fmean(v) for v in control_per_step.values()],
-        "reward_gain": run_gain["gain"], "reward_gain_ci": run_gain["ci"],
+        "reward_gain_ends": run_gain["ends"], "reward_gain": run_gain["gain"], "reward_gain_ci": run_gain["ci"],
         "control_reward_gain": control_gain["gain"], "control_reward_gain_ci": control_gain["ci"],
         "nonzero_advantage_fraction": [float(h.get("nonzero_advantage_fraction", 0.0)) for h in history],
         "sft": run.get("sft", {}), **exam_figures(run),
@@ -155,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         "exam_trained_minus_untrained_ci_low_above_0": trained_ci[0] > 0,
     }
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
-    plot(out / "learning.png", results["reward_per_step"], results["control_reward_per_step"], valid)
+    plot_learning(out / "learning.png", results["reward_per_step"], results["control_reward_per_step"], valid,
+                  results["nonzero_advantage_fraction"])
     print(json.dumps({k: v for k, v in results.items() if k not in ("sft",)}, indent=2))
     print(f"wrote {out / 'results.json'} and {out / 'learning.png'}")
     return 0

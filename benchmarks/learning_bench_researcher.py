@@ -28,9 +28,7 @@ runs, the valid-call rate and the nonzero-advantage fraction. This measures lear
 
 from __future__ import annotations
 
-import argparse
 import json
-import logging
 import os
 import statistics
 import sys
@@ -41,33 +39,9 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+from librarian.evaluation.learning_curves import bench_args, plot_learning, reward_gain, rewards_by_step  # noqa: E402
+
 DEFAULT_CONFIG = "configs/researcher_learning.yaml"
-ENDS = 3  # steps averaged at each end of a run for the reward gain
-
-
-def trajectory_recalls(run_dir: Path) -> dict[int, list[float]]:
-    """Step -> every GRPO trajectory's source recall (its reward), from a run's trajectories.jsonl."""
-    out: dict[int, list[float]] = {}
-    with (run_dir / "trajectories.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            row = json.loads(line)
-            out.setdefault(int(row["step"]), []).append(float(row["reward"]))
-    return dict(sorted(out.items()))
-
-
-def gain(per_step: dict[int, list[float]], ends: int = ENDS, seed: int = 0) -> dict[str, Any]:
-    """Mean source recall of the last `ends` steps minus the first `ends`, with a bootstrap 95% CI (fewer ends
-    when the run is shorter than 2 x `ends` steps: a smoke run)."""
-    from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
-
-    steps = sorted(per_step)
-    if len(steps) < 2:
-        raise SystemExit(f"learning_bench_researcher needs at least 2 GRPO steps, the run has {len(steps)}")
-    ends = min(ends, len(steps) // 2)
-    first = [r for s in steps[:ends] for r in per_step[s]]
-    last = [r for s in steps[-ends:] for r in per_step[s]]
-    ci = unpaired_difference_ci(last, first, seed=seed)
-    return {"gain": ci.point, "ci": ci.as_list(), "ends": ends}
 
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
@@ -106,42 +80,8 @@ def eval_figures(run: dict[str, Any], control: dict[str, Any], seed: int = 0) ->
     return out
 
 
-def plot(path: Path, run_recall: list[float], control_recall: list[float], valid: list[float],
-         nonzero: list[float]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
-    a.plot(range(len(run_recall)), run_recall, marker="o", label="GRPO (run)")
-    a.plot(range(len(control_recall)), control_recall, marker="s", label="learner.lr=0 (control)")
-    a.set_xlabel("GRPO step")
-    a.set_ylabel("mean source recall")
-    a.set_title("source recall per step")
-    a.legend()
-    b.plot(range(len(valid)), valid, marker="o", color="tab:green", label="valid tool-call rate")
-    b.plot(range(len(nonzero)), nonzero, marker="^", color="tab:red", label="groups with nonzero advantages")
-    b.set_ylim(-0.05, 1.05)
-    b.set_xlabel("GRPO step")
-    b.set_title("run: valid calls and GRPO signal")
-    b.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--config", default=DEFAULT_CONFIG)
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("overrides", nargs="*", help="key=value overrides for both runs")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    common = [f"steps={args.steps}", "checkpoint_every=0", *args.overrides]
+    args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
     run = run_pipeline(args.config, out / "run", common)
     lr = run["config"]["learner"]["lr"]
@@ -150,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     control = run_pipeline(args.config, out / "control", [*common, "learner.lr=0", f"sft.lr={sft_lr}",
                                                           "eval.arms=[hierarchical]"])
     control_s = time.perf_counter() - started - run_s
-    per_step, control_per_step = trajectory_recalls(out / "run"), trajectory_recalls(out / "control")
+    per_step = rewards_by_step(out / "run", lambda row: row["reward"])
+    control_per_step = rewards_by_step(out / "control", lambda row: row["reward"])
     history, control_history = run["history"], control["history"]
     valid = [float(h.get("valid_call_rate", 0.0)) for h in history]
-    run_gain, control_gain = gain(per_step), gain(control_per_step)
+    run_gain, control_gain = reward_gain(per_step), reward_gain(control_per_step)
     results: dict[str, Any] = {
         "config": args.config, "steps": args.steps, "overrides": args.overrides, "gain_ends": run_gain["ends"],
         "valid_call_rate": valid,
@@ -182,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         "eval_trained_minus_sft_only_ci_low_above_0": diff_ci[0] > 0,
     }
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
-    plot(out / "learning.png", results["source_recall_per_step"], results["control_source_recall_per_step"], valid,
-         results["nonzero_advantage_fraction"])
+    plot_learning(out / "learning.png", results["source_recall_per_step"], results["control_source_recall_per_step"],
+                  valid, results["nonzero_advantage_fraction"], ylabel="mean source recall")
     print(json.dumps({k: v for k, v in results.items() if k not in ("sft", "control_sft")}, indent=2))
     print(f"wrote {out / 'results.json'} and {out / 'learning.png'}")
     return 0

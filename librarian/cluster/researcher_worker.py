@@ -18,9 +18,13 @@ With `constrained` (the default) every policy turn is sampled under the
 grammar of the researcher's tools (`tool_call_grammar`: a short free-text
 thought when `free_text`, then 1..`max_calls_per_turn` tool calls), so every
 sampled call parses; the forced finalize is sampled under the finalize
-tool's grammar. Teacher turns are the scripted policy's text and are never
-constrained (`TeacherBackend.honours_grammar` is False, and the loop is not
-constrained for teacher jobs).
+tool's grammar. With `enum_paths` the `path` and `sources` arguments are held
+to the workspace's node paths (`path` also to '' for the top folder): memo
+paths in the hierarchical store are often longer than the grammar's generic
+path pattern allows, and a sampled path then always exists. Teacher turns
+are the scripted policy's text and are never constrained
+(`TeacherBackend.honours_grammar` is False, and the loop is not constrained
+for teacher jobs).
 
 The worker shares `BuilderRolloutWorker`'s surface and weight loading (`pid`,
 `policy_version`, `load`, `sync`), so `RolloutPool(worker_cls=...)`, the
@@ -67,6 +71,7 @@ class ResearcherSpec:
     crash: CrashPlan = field(default_factory=CrashPlan)
     constrained: bool = True  # policy turns sampled under the tools' grammar (up to max_calls_per_turn calls)
     free_text: bool = True  # under the grammar, a short thought may precede the calls (think-explore-reflect)
+    enum_paths: bool = True  # under the grammar, `path` and `sources` arguments name the workspace's nodes
 
 
 @dataclass
@@ -123,6 +128,11 @@ def decode_workspace(data: Any, digest: str) -> Any:
     return ws
 
 
+def workspace_paths(workspace: Any) -> tuple[str, ...]:
+    """Every node's path in the workspace (the values a constrained `path` or `sources` argument may take)."""
+    return tuple(dict.fromkeys(n.path for n in workspace if n.path))
+
+
 class ResearcherRolloutWorker(BuilderRolloutWorker):
     """Owns one policy backend and a few cached workspaces; runs research jobs; loads published weights."""
 
@@ -154,8 +164,8 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
 
     def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = ()) -> list:
         """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
-        evaluation, seeded by the job, policy turns under the tools' grammar when `constrained`; then the
-        injected crash point after the work."""
+        evaluation, seeded by the job, policy turns under the tools' grammar when `constrained` (`paths`: the
+        values `path` and `sources` may take; empty: any path-like string); then the injected crash point."""
         from librarian.models.base import SamplingParams
         from librarian.roles import LoopConfig, run_episodes
 
@@ -164,7 +174,7 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
                                          seed=job.seed),
                           constrained=spec.constrained and not job.teacher, free_text=spec.free_text,
-                          grammar_enums=(("sources", paths),) if paths else ())
+                          grammar_enums=(("path", ("", *paths)), ("sources", paths)) if paths else ())
         backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
         trajectories = run_episodes(envs, backend, role, loop)
         if spec.crash.should_crash(job.job_id, job.group_size):
@@ -189,7 +199,8 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
             if job.hint is not None and spec.hint_every > 0:
                 env = HintedEnv(env, scripted_hint, job.hint, HintSchedule(enabled=True, every=spec.hint_every))
             envs.append(env)
-        trajectories = self.episodes(job, envs, role)
+        paths = workspace_paths(ctx.workspace) if spec.constrained and spec.enum_paths and not job.teacher else ()
+        trajectories = self.episodes(job, envs, role, paths)
         return [ResearchRecord(job.job_id, job.task_id, job.question_id, i, traj, finalized(traj.answer), self.version,
                                os.getpid(), len(getattr(env, "hints", [])))
                 for i, (traj, env) in enumerate(zip(trajectories, envs, strict=True))]

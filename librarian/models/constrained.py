@@ -36,7 +36,7 @@ MAX_ITEMS = 4
 OMIT_OPTIONAL = ("text",)
 PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,47}$"  # what a path argument may look like under a grammar
 PATH_KEYS = ("path", "sources", "children", "target", "targets")
-FREE_TEXT_CHARS = 400
+FREE_TEXT_CHARS = 160  # a short thought; longer ones eat the token budget before the calls
 
 
 def _xgr() -> Any:
@@ -60,9 +60,10 @@ def compact_schema(schema: dict[str, Any], max_string: int = MAX_STRING, max_ite
         leaf = node.get("items") if isinstance(node, dict) and node.get("type") == "array" else node
         if not isinstance(leaf, dict) or leaf.get("type") != "string":
             return
-        if enums.get(name):
+        allowed = [v for v in dict.fromkeys(enums.get(name) or ()) if len(v) >= int(leaf.get("minLength", 0))]
+        if allowed:  # only values the argument's own schema accepts (e.g. no '' where minLength is 1)
             leaf.clear()
-            leaf.update({"type": "string", "enum": list(dict.fromkeys(enums[name]))})
+            leaf.update({"type": "string", "enum": allowed})
         elif name in PATH_KEYS:
             leaf.pop("minLength", None)
             leaf["pattern"] = PATH_PATTERN

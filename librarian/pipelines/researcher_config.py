@@ -71,6 +71,7 @@ class ResearcherRolloutConfig:
     crash: CrashPlan = field(default_factory=CrashPlan)
     constrained: bool = True  # tool calls sampled under the tools' grammar (the teacher's are not)
     free_text: bool = True  # under the grammar, a short thought may precede the calls (think-explore-reflect)
+    enum_paths: bool = True  # under the grammar, `path` and `sources` name the workspace's nodes (memo paths are long)
 
 
 def _learner() -> LearnerConfig:

@@ -72,6 +72,13 @@ def check(cfg: TrainResearcherConfig) -> None:
                           f"got {d.test_fraction}")
     if d.speakers < 2:
         raise ConfigError(f"data.speakers must be >= 2 (sessions are conversations), got {d.speakers}")
+    if cfg.sft.enabled and cfg.sft.teacher == "jam_researcher":
+        from librarian.models.scripted_researcher import ScriptedResearcher
+
+        if r.max_calls_per_turn < ScriptedResearcher.max_calls:
+            raise ConfigError(f"rollout.max_calls_per_turn must be >= {ScriptedResearcher.max_calls} with the "
+                              f"jam_researcher SFT teacher (it makes up to {ScriptedResearcher.max_calls} calls a "
+                              f"round; a round with more calls than allowed runs none), got {r.max_calls_per_turn}")
     if not cfg.sft.lr >= 0:
         raise ConfigError(f"sft.lr must be >= 0 (0: learner.lr), got {cfg.sft.lr}")
     if cfg.sft.max_tokens < 0 or cfg.sft.max_tokens == 1:
@@ -111,7 +118,7 @@ class Session:
         self.spec = ResearcherSpec(r.backend, dict(r.options), r.budget, r.max_calls_per_turn, r.max_new_tokens,
                                    r.temperature, r.top_p, r.hint_every, s.mode, s.embedder, s.snippet_chars,
                                    r.memory_window, 4, r.torch_threads, r.crash, constrained=r.constrained,
-                                   free_text=r.free_text)
+                                   free_text=r.free_text, enum_paths=r.enum_paths)
         self.rollouts = RolloutPool(self.spec, self.topo.rollout_options(), max_restarts=r.max_restarts,
                                     worker_cls=ResearcherRolloutWorker)
         self.sync = WeightSync()

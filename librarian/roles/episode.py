@@ -39,13 +39,13 @@ class LoopConfig:
     free_text: bool = False  # under a grammar: a short thought may come before the calls
     grammar_enums: tuple[tuple[str, tuple[str, ...]], ...] = ()  # argument name -> allowed values (paths)
 
-    def grammar(self, tools: Sequence[ToolSchema], role: Role) -> str | None:
-        """The grammar a turn is sampled under, or None when unconstrained."""
+    def grammar(self, tools: Sequence[ToolSchema], role: Role, max_calls: int | None = None) -> str | None:
+        """The grammar a turn is sampled under (at most `max_calls` calls, default the role's), or None."""
         if not self.constrained or not tools:
             return None
         from librarian.models.constrained import tool_call_grammar
 
-        return tool_call_grammar(tools, max_calls=role.max_calls_per_turn, free_text=self.free_text,
+        return tool_call_grammar(tools, max_calls=max_calls or role.max_calls_per_turn, free_text=self.free_text,
                                  enums=dict(self.grammar_enums))
 
 
@@ -147,7 +147,7 @@ def _force_answers(episodes: list[_Episode], backend: PolicyBackend, role: Role,
     prompts = [e.prompt(config) + [note] for e in episodes]
     t0 = time.perf_counter()
     tools = episodes[0].env.answer_tools()
-    grammar = config.grammar(tools, role) if getattr(backend, "honours_grammar", True) else None
+    grammar = config.grammar(tools, role, max_calls=1) if getattr(backend, "honours_grammar", True) else None
     samples = backend.generate(prompts, tools, _params(config, role, turn, grammar))
     gen = (time.perf_counter() - t0) / len(episodes)
     for ep, (sample, *_) in zip(episodes, samples, strict=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import replace
 
 import pytest
 
@@ -70,6 +71,8 @@ def test_policy_turns_are_grammar_constrained_and_teacher_turns_are_not(memory):
     quoted = '\\"{}\\"'.format  # a tool name as the grammar spells the JSON string
     assert all(quoted(name) in policy[0].grammar for name in ("open", "search", "browse", "finalize"))
     assert quoted("search") not in policy[-1].grammar and quoted("finalize") in policy[-1].grammar
+    long = next(n.path for n in memory[0] if len(n.path) > 48)  # a memo path, longer than the generic pattern
+    assert long in policy[0].grammar and long in policy[-1].grammar  # `path` and `sources` name the nodes
     if policy[0].finish_reason == "stop":  # a complete sample under the grammar parses into calls
         assert policy[0].calls and not policy[0].errors
     teacher = w.run(_job(memory, "gt", group_size=1, greedy=True, teacher="jam_researcher", budget=4))[0]
@@ -77,6 +80,9 @@ def test_policy_turns_are_grammar_constrained_and_teacher_turns_are_not(memory):
     free = ResearcherRolloutWorker(ResearcherSpec(options={"model": "tiny"}, budget=1, max_new_tokens=4,
                                                   hint_every=0, constrained=False))
     assert all(not t.grammar for t in free.run(_job(memory, "u", group_size=1))[0].trajectory.turns)
+    generic = ResearcherRolloutWorker(replace(spec, enum_paths=False, free_text=False, max_new_tokens=4))
+    turns = generic.run(_job(memory, "p", group_size=1))[0].trajectory.turns
+    assert all(t.grammar and long not in t.grammar for t in turns)
 
 
 def test_hints_appear_only_in_training_jobs(worker, memory):

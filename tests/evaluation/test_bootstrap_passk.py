@@ -138,3 +138,19 @@ def test_unpaired_difference_ci_covers_a_known_difference_and_detects_a_shift():
     assert same.low < 0 < same.high
     shifted = unpaired_difference_ci([1.0] * 10 + [0.0] * 2, [0.0] * 10 + [1.0] * 2, seed=1)
     assert shifted.low > 0
+
+
+def test_reward_gain_and_plot_from_trajectories(tmp_path):
+    import json
+
+    from librarian.evaluation.learning_curves import plot_learning, reward_gain, rewards_by_step
+
+    rows = [{"step": s, "reward": float(s >= 3 and k < 3)} for s in range(6) for k in range(4)]
+    (tmp_path / "trajectories.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    per_step = rewards_by_step(tmp_path, lambda row: row["reward"])
+    assert list(per_step) == list(range(6)) and per_step[4] == [1.0, 1.0, 1.0, 0.0]
+    gain = reward_gain(per_step)
+    assert gain["ends"] == 3 and abs(gain["gain"] - 0.75) < 1e-12 and gain["ci"][0] > 0
+    assert reward_gain({0: [0.0], 1: [1.0]})["ends"] == 1
+    plot_learning(tmp_path / "p.png", [0.1, 0.2], [0.1, 0.1], [1.0, 1.0], [0.5, 1.0])
+    assert (tmp_path / "p.png").stat().st_size > 1000

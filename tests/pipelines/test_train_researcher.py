@@ -117,11 +117,12 @@ def test_config_errors_name_the_key(capsys):
     assert main(["rollout.budgt=3"]) == 2 and "rollout.budget" in capsys.readouterr().out
     assert main(["learner.lr=-1"]) == 2 and "learner.lr must be >= 0" in capsys.readouterr().out
     check(load_config(TrainResearcherConfig, ["learner.lr=0", "sft.lr=1e-4"]))  # a learning benchmark's control
+    check(load_config(TrainResearcherConfig, ["rollout.max_calls_per_turn=2", "sft.enabled=false"]))
     for args, match in ((["rollout.temperature=0.7"], "learner.temperature"),
                         (["search.mode=fuzzy"], "search.mode"), (["eval.arms=[hierarchical, flatt]"], "flatt"),
                         (["learner.advantage=ppo"], "learner.advantage"), (["sft.judge=human"], "sft.judge"),
                         (["data.test_fraction=0"], "data.test_fraction"), (["sft.max_tokens=1"], "sft.max_tokens"),
-                        (["sft.lr=-1"], "sft.lr")):
+                        (["sft.lr=-1"], "sft.lr"), (["rollout.max_calls_per_turn=2"], "rollout.max_calls_per_turn")):
         with pytest.raises(ConfigError, match=match):
             check(load_config(TrainResearcherConfig, args))
 

@@ -28,3 +28,27 @@ def test_smollm2_reader_episode_records_a_valid_trajectory(smollm2):
         assert prompt.startswith("<|im_start|>system\nYou answer questions") and '"name": "search"' in prompt
         assert turn.observation  # a tool result or an error observation, never a crash
     assert traj.segments()
+
+
+@pytest.mark.slow
+def test_every_constrained_smollm2_call_parses(smollm2):
+    """Sampled at temperature 1 under the tools' grammar, SmolLM2's builder calls all parse (a budget of 2)."""
+    from librarian.roles import ToolContext, librarian_builder, run_episodes
+    from librarian.roles.builder_task import build_task
+    from librarian.roles.tool_calls import parse_tool_calls
+    from librarian.workspace import Document, Workspace
+
+    docs = [Document(f"d{i}", f"Person {i} lives in Port Avel.", path=f"facts/d{i}") for i in range(4)]
+    role = librarian_builder(budget=2)
+    envs = []
+    for _ in range(4):
+        ws = Workspace.from_documents(docs)
+        envs.append(ToolEnv(role, ToolContext(ws), build_task(ws)))
+    tools = envs[0].reset().tools
+    loop = LoopConfig(SamplingParams(max_new_tokens=160, temperature=1.0, seed=11), constrained=True,
+                      grammar_enums=(("sources", tuple(d.path for d in docs)),))
+    turns = [t for traj in run_episodes(envs, smollm2, role, loop) for t in traj.turns]
+    assert len(turns) >= 4
+    for turn in turns:
+        parsed = parse_tool_calls(turn.text, tools)
+        assert not parsed.errors and len(parsed.calls) == 1, turn.text

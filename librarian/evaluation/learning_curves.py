@@ -1,0 +1,84 @@
+"""Learning curves of an RL run against its control: per-step rewards, the gain with a CI, and the plot.
+
+Shared by the learning benchmarks of the builder and the researcher: a run
+and a control (`learner.lr=0`) each write `trajectories.jsonl`; the gain is
+the mean reward of the last `ends` steps minus the first `ends`, with a
+bootstrap 95% CI that resamples the trajectories at each end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENDS = 3
+
+
+def rewards_by_step(run_dir: Path, reward: Callable[[dict], float]) -> dict[int, list[float]]:
+    """Step -> every trajectory's reward (`reward(row)`), from a run's trajectories.jsonl, in step order."""
+    out: dict[int, list[float]] = {}
+    with (Path(run_dir) / "trajectories.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            out.setdefault(int(row["step"]), []).append(float(reward(row)))
+    return dict(sorted(out.items()))
+
+
+def reward_gain(per_step: dict[int, list[float]], ends: int = ENDS, seed: int = 0) -> dict[str, Any]:
+    """Mean reward of the last `ends` steps minus the first `ends` with a bootstrap 95% CI (fewer ends when
+    the run is shorter than 2 x `ends` steps); raises ValueError with fewer than 2 steps."""
+    from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
+
+    steps = sorted(per_step)
+    if len(steps) < 2:
+        raise ValueError(f"a reward gain needs at least 2 GRPO steps, the run has {len(steps)}")
+    ends = min(ends, len(steps) // 2)
+    first = [r for s in steps[:ends] for r in per_step[s]]
+    last = [r for s in steps[-ends:] for r in per_step[s]]
+    ci = unpaired_difference_ci(last, first, seed=seed)
+    return {"gain": ci.point, "ci": ci.as_list(), "ends": ends}
+
+
+def plot_learning(path: Path, run: list[float], control: list[float], valid: list[float], nonzero: list[float],
+                  ylabel: str = "mean build reward") -> None:
+    """Two panels: the run's and the control's reward per step; the run's valid-call rate and GRPO signal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    a.plot(range(len(run)), run, marker="o", label="GRPO (run)")
+    a.plot(range(len(control)), control, marker="s", label="learner.lr=0 (control)")
+    a.set_xlabel("GRPO step")
+    a.set_ylabel(ylabel)
+    a.set_title(f"{ylabel} per step")
+    a.legend()
+    b.plot(range(len(valid)), valid, marker="o", color="tab:green", label="valid tool-call rate")
+    b.plot(range(len(nonzero)), nonzero, marker="^", color="tab:red", label="groups with nonzero advantages")
+    b.set_ylim(-0.05, 1.05)
+    b.set_xlabel("GRPO step")
+    b.set_title("run: valid calls and GRPO signal")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def bench_args(description: str, default_config: str, argv: list[str] | None = None) -> tuple[Any, Path, list[str]]:
+    """A learning benchmark's command line: (args, the output folder (created), the overrides both runs share)."""
+    import argparse
+    import logging
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--config", default=default_config)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("overrides", nargs="*", help="key=value overrides for both runs")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    return args, out, [f"steps={args.steps}", "checkpoint_every=0", *args.overrides]
