@@ -72,11 +72,21 @@ def main(argv: list[str] | None = None) -> int:
     args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
     run = run_pipeline(args.config, out / "run", [*common, "exam.untrained=true", "exam.sft_only=true"])
-    lr = run["config"]["learner"]["lr"]
     run_s = time.perf_counter() - started
-    run_pipeline(args.config, out / "control", [*common, "learner.lr=0", f"sft.lr={lr}",
-                                                          "exam.enabled=false"])
+    run_pipeline(args.config, out / "control", control_overrides(common, run["config"]))
     control_s = time.perf_counter() - started - run_s
+    return report(out, args, run, run_s, control_s)
+
+
+def control_overrides(common: list[str], run_config: dict[str, Any]) -> list[str]:
+    """The control: the run's settings with GRPO's learning rate 0 (SFT keeps the run's) and no exam."""
+    lr = run_config["learner"]["lr"]
+    sft_lr = run_config["sft"].get("lr") or lr
+    return [*common, "learner.lr=0", f"sft.lr={sft_lr}", "exam.enabled=false"]
+
+
+def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: float) -> int:
+    """results.json and learning.png from the two runs' folders."""
     def build_reward(row: dict) -> float:
         return sum(t["reward"] for t in row["turns"])
 

@@ -64,6 +64,7 @@ class LearnerConfig:
     group_size: int = 4
     seed: int = 0
     device: str = "cpu"
+    gradient_checkpointing: bool = False  # recompute activations in backward: far less memory on long sequences
     lora: LoraConfig = field(default_factory=LoraConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)

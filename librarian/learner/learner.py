@@ -78,6 +78,8 @@ class Learner:
             if self.cfg.lora.enabled and self.cfg.loss.kl_coef > 0:  # LoRA: a frozen second adapter
                 model = lora.wrap(model.to(self.cfg.device), self.cfg.lora)
                 lora.add_frozen_adapter(model, self.cfg.lora)
+            if self.cfg.gradient_checkpointing:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             self.engine = make_engine(model, self.cfg)
         self.pad_id = pad_id
         self.step_count = 0

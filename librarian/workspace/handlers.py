@@ -195,6 +195,7 @@ def plan_add_document(plan: Plan, op: AddDocument) -> OpResult:
     if existing is not None:
         raise WorkspaceError(f"id {node_id!r} is already taken by a {existing.kind} node; raw documents need new ids")
     path = normalize_file_path(op.path if op.path is not None else node_id)
+    plan.reserved.add(node_id)  # folders created for the path must not take the document's id
     plan.ensure_parents(path)
     taken = plan.id_at(path)
     if taken is not None:

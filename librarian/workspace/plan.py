@@ -42,6 +42,7 @@ class Plan:
         self.serial = store.meta.next_serial
         self.pending: dict[str, Node] = {}
         self.created: list[str] = []
+        self.reserved: set[str] = set()  # ids an op has claimed before creating folders: never allocated
 
     # ----- reading through the pending changes
     def node(self, node_id: str) -> Node | None:
@@ -123,7 +124,7 @@ class Plan:
     def peek_id(self) -> str:
         """The id the next created node will get."""
         serial = self.serial
-        while self.node(f"n{serial}") is not None:
+        while self.node(f"n{serial}") is not None or f"n{serial}" in self.reserved:
             serial += 1
         return f"n{serial}"
 

@@ -233,3 +233,17 @@ def test_add_document_ingests_a_raw_node_through_the_trace(ws: Workspace) -> Non
     assert_rejected(ws, Edit("s9", "changed"), "raw document")
     assert replay(initial, ws.trace).state() == ws.state()
     assert_sound(ws)
+
+
+def test_add_document_id_is_never_given_to_a_folder_it_creates():
+    """Regression: the folders of an AddDocument's path were allocated the document's own id first."""
+    from librarian.workspace import AddDocument, Document, Workspace
+    from librarian.workspace.invariants import invariant_violations
+
+    ws = Workspace.from_documents([Document("d0", "x")])
+    ws.apply(AddDocument(id="n0", text="t", path="a/b"))
+    doc = ws.get("n0")
+    assert doc.kind == "raw" and doc.path == "a/b" and doc.text == "t"
+    folder = next(n for n in ws if n.path == "a")
+    assert folder.kind == "directory" and folder.id != "n0"
+    assert invariant_violations(*ws.state()) == []
