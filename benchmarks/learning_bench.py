@@ -68,14 +68,42 @@ def exam_figures(results: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+RUN_EXTRA = ["exam.untrained=true", "exam.sft_only=true"]
+
+
 def main(argv: list[str] | None = None) -> int:
     args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
-    run = run_pipeline(args.config, out / "run", [*common, "exam.untrained=true", "exam.sft_only=true"])
+    if args.only == "run":
+        run_pipeline(args.config, out / "run", [*common, *RUN_EXTRA])
+        return 0
+    if args.only == "control":
+        run_pipeline(args.config, out / "control", control_overrides(common, resolved(args.config, common)))
+        return 0
+    if args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
+        import subprocess
+
+        base = [sys.executable, __file__, "--out", str(out), "--config", args.config, "--steps", str(args.steps)]
+        procs = [subprocess.Popen([*base, "--only", which, *args.overrides]) for which in ("run", "control")]
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            raise SystemExit(f"the run or the control failed (exit codes {codes}); see their folders under {out}")
+        run = json.loads((out / "run" / "results.json").read_text(encoding="utf-8"))
+        wall = time.perf_counter() - started
+        return report(out, args, run, wall, wall)
+    run = run_pipeline(args.config, out / "run", [*common, *RUN_EXTRA])
     run_s = time.perf_counter() - started
     run_pipeline(args.config, out / "control", control_overrides(common, run["config"]))
     control_s = time.perf_counter() - started - run_s
     return report(out, args, run, run_s, control_s)
+
+
+def resolved(config: str, overrides: list[str]) -> dict[str, Any]:
+    """The run's resolved config as plain data (what `control_overrides` reads)."""
+    from librarian.config import load_config, to_plain
+    from librarian.pipelines.builder_config import TrainBuilderConfig
+
+    return to_plain(load_config(TrainBuilderConfig, overrides, config_file=config))
 
 
 def control_overrides(common: list[str], run_config: dict[str, Any]) -> list[str]:
