@@ -167,7 +167,8 @@ class TeacherBackend:
 class BuilderRolloutWorker:
     """Owns one policy backend; runs build jobs; loads published weights on demand."""
 
-    def __init__(self, spec: RolloutSpec) -> None:
+    def __init__(self, spec: RolloutSpec, backend: Any = None) -> None:
+        """`backend`: an already built policy backend (in-process use); None builds `spec.backend`."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         if spec.torch_threads:
             import torch
@@ -176,7 +177,7 @@ class BuilderRolloutWorker:
         from librarian.models import make_backend
 
         self.spec = spec
-        self.backend = make_backend(spec.backend, **dict(spec.options))
+        self.backend = backend if backend is not None else make_backend(spec.backend, **dict(spec.options))
         self.version = int(getattr(self.backend, "policy_version", -1))
 
     def pid(self) -> int:

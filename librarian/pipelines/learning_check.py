@@ -50,8 +50,7 @@ def run_learning_check(backend: Any, check: LearningCheck) -> dict[str, Any]:
     docs = [Document(f"d{i}", f"Fact {i}: person {i} lives in town {i % 3}.", path=f"facts/d{i}") for i in range(6)]
     spec = RolloutSpec(backend="hf", options={}, budget=1, max_new_tokens=check.max_new_tokens, probe_every=1000,
                        max_probes=0, constrained=True, content_executor="extractive")
-    worker = BuilderRolloutWorker.__new__(BuilderRolloutWorker)  # the worker class, around an existing backend
-    worker.spec, worker.backend, worker.version = spec, backend, -1
+    worker = BuilderRolloutWorker(spec, backend)
     cfg = LearnerConfig(lr=check.lr, seed=check.seed, lora=LoraConfig(**check.lora), batch_size=check.groups,
                         group_size=check.group_size, loss=LossConfig(agg_mode=check.agg_mode))
     # the learner trains its own copy, as the learner actor does in its own process
