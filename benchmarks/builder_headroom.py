@@ -104,7 +104,7 @@ def measure(cfg: Any, corpora: list, n_boot: int = 2000) -> dict[str, Any]:
     """Flat / scripted / random stores of `corpora` examined by the probe reader; the figures for results.json."""
     from librarian.evaluation.exam import ExamRunner, ReaderSpec, run_local, summarize
     from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci
-    from librarian.pipelines.builder_rewards import exam_utility
+    from librarian.rewards.construction import exam_utility
     from librarian.workspace import Workspace
 
     p = cfg.probe

@@ -28,11 +28,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def measure(workers: int, args: argparse.Namespace, corpus) -> dict[str, float]:
     from librarian.cluster.rollout_pool import RolloutPool
-    from librarian.cluster.rollout_worker import BuildJob, RolloutSpec
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
+    from librarian.rewards.construction import RewardConfig
 
-    spec = RolloutSpec(options={"model": args.model}, budget=args.budget, max_new_tokens=args.max_new_tokens,
-                       probe_every=args.budget + 1, torch_threads=max(1, (os.cpu_count() or 2) // workers))
-    pool = RolloutPool(spec, [{"num_cpus": 0.5}] * workers)
+    spec = BuilderRolloutConfig(options={"model": args.model}, budget=args.budget, max_new_tokens=args.max_new_tokens,
+                                torch_threads=max(1, (os.cpu_count() or 2) // workers), constrained=False,
+                                content_executor="none")
+    pool = RolloutPool(BuilderRolloutWorker, (spec, RewardConfig(every=args.budget + 1)), [{"num_cpus": 0.5}] * workers)
     pool.ready()
     jobs = lambda tag, n: [BuildJob(f"{tag}{i}", corpus.corpus_id, corpus.docs, args.group, seed=i)  # noqa: E731
                            for i in range(n)]

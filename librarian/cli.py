@@ -3,11 +3,16 @@
 Each command lives in its own module and is imported only when it runs, so
 `librarian --help` stays fast and a heavy stack (Ray, torch) loads only for
 the commands that need it.
+
+One style for every command: results on stdout; errors on stderr, one line
+naming what was wrong; exit 0 on success, 1 when the run itself failed, 2 for
+a usage or input error (a bad option, key, value, file or YAML), 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,10 +25,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train_researcher": ("librarian.pipelines.train_researcher:main", "JAM: verified-trajectory SFT then hint-guided GRPO"),
     "evaluate": ("librarian.pipelines.evaluate:main", "exams, baselines, metrics and plots"),
     "evaluate_memory": ("librarian.pipelines.evaluate_memory:main", "JAM: the researcher's arms on Memory-Gym or benchmark files"),
+    "evaluate_online": ("librarian.pipelines.evaluate_online:main", "online curation: a prequential stream, rho per window"),
     "ablate": ("librarian.pipelines.ablate:main", "sweeps of ablations across nodes"),
+    "plan": ("librarian.cluster.plan:main", "place a job on a cluster file and check its GPU memory, starting nothing"),
     "build": ("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
     "ask": ("librarian.app.ask:main", "answer questions over a workspace with a reader role"),
     "serve": ("librarian.app.serve:main", "serve a workspace over MCP (stdio, HTTP) or an HTTP API"),
+    "rollback": ("librarian.app.rollback:main", "serve an earlier version of a workspace curated online"),
     "view": ("librarian.app.viewer:main", "write a self-contained HTML viewer of a snapshot"),
     "diff": ("librarian.app.diff:main", "what changed between two snapshots (text and HTML)"),
 }
@@ -60,7 +68,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     module_name, func_name = COMMANDS[name][0].split(":")
     func = getattr(importlib.import_module(module_name), func_name)
-    return int(func(rest) or 0)
+    try:
+        return int(func(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"librarian {name}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `librarian ... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from librarian.config import ConfigError, load_config, to_plain
+from librarian.config import ConfigError, describe, load_config, to_plain
 
 
 @dataclass
@@ -85,3 +85,78 @@ def test_a_free_form_dict_given_whole_replaces_the_old_one(tmp_path) -> None:
     assert cfg.probe.options == {"model": "tiny"}
     cfg = load_config(WithOptions, ["--config", str(preset), "probe.options.dtype=float32"])  # one key: merged
     assert cfg.probe.options == {"model": "/models/reader", "dtype": "float32"}
+
+
+def test_malformed_yaml_is_one_line_naming_the_file_line_and_column(tmp_path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 7\nlearner:\n  lr: [1, 2\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(Outer, ["--config", str(bad)])
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{bad}, line 4, column 1: not valid YAML")
+    tabs = tmp_path / "tabs.yaml"
+    tabs.write_text("seed: 7\n\tsteps: 3\n")
+    with pytest.raises(ConfigError, match=r"tabs\.yaml, line 2, column 1: not valid YAML"):
+        load_config(Outer, [f"config={tabs}"])
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- seed: 7\n")
+    with pytest.raises(ConfigError, match=r"list\.yaml: a config file must be a mapping"):
+        load_config(Outer, ["-c", str(listed)])
+
+
+def test_a_bad_key_or_value_in_a_file_names_its_line(tmp_path) -> None:
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text("seed: 7\nlearner:\n  lr: 0.1\n  stpes: 3\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml, line 4: unknown config key 'learner.stpes'.*learner.steps"):
+        load_config(Outer, ["--config", str(yaml)])
+    yaml.write_text("out_dir: x\nseed: many\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(Outer, ["--config", str(yaml)])
+    assert str(caught.value).startswith(f"{yaml}, line 2: bad value for 'seed'") and "\n" not in str(caught.value)
+
+
+def test_bad_override_values_are_one_line() -> None:
+    for args in (["seed=abc"], ["learner=[1, 2]"], ["learner.lr=[1,"]):
+        with pytest.raises(ConfigError) as caught:
+            load_config(Outer, args)
+        assert "\n" not in str(caught.value) and "full_key" not in str(caught.value), args
+
+
+def test_out_is_out_dir_and_flags_need_their_value(tmp_path) -> None:
+    assert load_config(Outer, ["--out", str(tmp_path)]).out_dir == str(tmp_path)
+    assert load_config(Outer, [f"--out={tmp_path}", "seed=2"]).out_dir == str(tmp_path)
+    assert load_config(Outer, ["--out", "a", "out_dir=b"]).out_dir == "b"  # in order: the later one wins
+    for flag in ("--out", "--config"):
+        with pytest.raises(ConfigError, match=f"{flag} needs a value"):
+            load_config(Outer, [flag])
+        with pytest.raises(ConfigError, match=f"{flag} needs a value"):
+            load_config(Outer, [flag, "--print-config"])
+
+
+@dataclass
+class Documented:
+    """A schema whose keys describe themselves in the three ways `describe` reads."""
+
+    plain: int = 1  # a trailing comment,
+    # continued on the next line
+    meta: str = field(default="m", metadata={"help": "from the field's metadata"})
+    glossed: float = 0.5
+    inner: Inner = field(default_factory=Inner)
+
+
+def test_describe_reads_metadata_comments_and_the_glossary() -> None:
+    docs = {d.key: d for d in describe(Documented, {"glossed": "from the glossary", "steps": "inner steps"})}
+    assert list(docs) == ["plain", "meta", "glossed", "inner.lr", "inner.steps"]
+    assert docs["plain"].help == "a trailing comment, continued on the next line"
+    assert docs["meta"].help == "from the field's metadata" and docs["glossed"].help == "from the glossary"
+    assert docs["inner.steps"].help == "inner steps" and docs["inner.lr"].help == ""
+    assert (docs["plain"].default, docs["inner.lr"].default, docs["plain"].type_name) == (1, 1e-5, "int")
+
+
+def test_the_loader_uses_no_private_omegaconf_attributes() -> None:
+    import inspect
+
+    import librarian.config as config
+
+    source = inspect.getsource(config)
+    assert "_get_node" not in source and "._metadata" not in source

@@ -10,9 +10,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "librarian"
 # rank of each top-level part of the package; a part may import only parts of strictly lower rank
 RANK = {
-    "config": 0, "workspace": 0,
+    "config": 0, "workspace": 0, "redact": 0,
     "datasets": 1, "search": 1, "models": 1, "tracking": 1,
-    "roles": 2, "rewards": 3, "learner": 4, "evaluation": 5, "cluster": 6, "pipelines": 7, "app": 8, "cli": 9,
+    "roles": 2, "rewards": 3, "learner": 4, "evaluation": 5, "cluster": 6, "rl": 7, "pipelines": 8, "app": 9,
+    "cli": 10,
 }
 
 

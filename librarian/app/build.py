@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -28,13 +27,36 @@ from typing import Any
 from tqdm import tqdm
 
 from librarian.app import builders
-from librarian.app.corpus import InputError, corpus_kind, load_documents
+from librarian.app.corpus import Corpus, InputError, corpus_kind, load_corpus
 from librarian.app.workspace_dir import EXPORT, INDEX, INITIAL, MANIFEST, SNAPSHOT, TRACE
+from librarian.redact import redact
+from librarian.search.embedders import MiniLMEmbedder
 from librarian.workspace import Document, Workspace, WorkspaceError, codec, read_trace, replay, write_trace
 from librarian.workspace.errors import SnapshotFormatError
 
 log = logging.getLogger("librarian.build")
 STATE = "build_state.json"
+# MiniLM batch for the build's index: long sections fill all 256 positions, and a batch of 64 of them takes
+# about 560 MB of activations on CPU, 16 about 150 MB, 8 about 100 MB, at much the same speed
+EMBED_BATCH = 8
+
+
+class BuildEmbedder(MiniLMEmbedder):
+    """MiniLM for a build: a small batch, and a model that is let go once everything is embedded."""
+
+    def __init__(self) -> None:
+        super().__init__(batch_size=EMBED_BATCH)
+
+    def release(self) -> None:
+        """Drop the model (it loads again if anything is embedded later)."""
+        self._model = None
+
+
+def release_arrow_memory() -> None:
+    """Hand the memory Arrow's allocator keeps after a Parquet write (about 3x the text) back to the system."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 @dataclass
@@ -54,7 +76,10 @@ class BuildConfig:
     backend_args: dict[str, Any] = field(default_factory=dict)
     budget: int = 40
     ray_temp_dir: str | None = None  # Ray's session folder (default: DIR/ray, or a short temp folder)
+    ray_address: str = ""  # the Ray cluster to join ('': $RAY_ADDRESS if set, else a local Ray; local: always one)
     stop_after: int | None = None  # stop after this many new ops (tests of resuming; a crash stand-in)
+    follow_symlinks: bool = False  # follow symlinks that stay inside a corpus folder (never ones that leave it)
+    section_chars: int = 8_000  # a corpus file longer than this is split into sections of at most this size
 
 
 class BuildInterrupted(RuntimeError):
@@ -69,17 +94,20 @@ def extract(cfg: BuildConfig, docs: Sequence[Document]) -> tuple[builders.KeyTab
     shards = builders.shards_of(pairs, cfg.workers * 2)
     import ray
 
+    from librarian.cluster.ray_init import cluster_address, connect
+
     started_here = not ray.is_initialized()
     scratch = None
-    if started_here:
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if started_here and cluster_address(cfg.ray_address):  # a cluster is named: join it, pass no resources
+        connect(cfg.ray_address)
+    elif started_here:
         tmp = Path(cfg.ray_temp_dir) if cfg.ray_temp_dir else Path(cfg.out_dir).resolve() / "ray"
         if len(str(tmp)) > 40:  # Ray's socket paths must stay under 107 bytes
             import tempfile
 
             tmp = scratch = Path(tempfile.mkdtemp(prefix="ray-"))
         tmp.mkdir(parents=True, exist_ok=True)
-        ray.init(num_cpus=cfg.workers, include_dashboard=False, log_to_driver=False, _temp_dir=str(tmp))
+        connect("local", num_cpus=cfg.workers, temp_dir=str(tmp))
     try:
         task = ray.remote(builders.extract_shard)
         refs = [task.remote(cfg.builder, shard) for shard in shards]
@@ -146,18 +174,20 @@ def run(cfg: BuildConfig) -> dict:
 
     if cfg.builder not in builders.BUILDERS:
         raise InputError(f"unknown builder {cfg.builder!r}; choose one of {', '.join(builders.BUILDERS)}")
-    if cfg.workers < 1 or cfg.checkpoint_every < 1:
-        raise InputError("--workers and --checkpoint-every must be at least 1")
+    if cfg.workers < 1 or cfg.checkpoint_every < 1 or cfg.section_chars < 1:
+        raise InputError("--workers, --checkpoint-every and --section-chars must be at least 1")
     started = time.perf_counter()
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
     log.info("reading the corpus %s (%s)", cfg.corpus, corpus_kind(cfg.corpus))
-    docs = load_documents(cfg.corpus)
+    corpus = load_corpus(cfg.corpus, follow_symlinks=cfg.follow_symlinks, section_chars=cfg.section_chars)
+    docs = corpus.documents
     initial = Workspace.from_documents(docs, raw_policy=cfg.raw_policy)  # type: ignore[arg-type]
     ws, state = _resume(out, initial, cfg)
     resumed_from = ws.version
     codec.write_parquet(*initial.state(), out / INITIAL)
+    release_arrow_memory()
     state = {**state, "builder": cfg.builder}
 
     shards, model_calls, tokens, keys = 0, 0, 0, 0
@@ -181,27 +211,38 @@ def run(cfg: BuildConfig) -> dict:
 
     log.info("writing the snapshot, index and export to %s", out)
     codec.write_parquet(*ws.state(), out / SNAPSHOT)
+    snapshot_hash = ws.content_hash()  # once, and before a model is loaded: it copies the whole store
+    release_arrow_memory()
     search = SearchConfig(embedder=cfg.embedder)
-    index = make_index(search)
+    embedder = BuildEmbedder() if cfg.embedder == "minilm" else None
+    index = make_index(search, embedder)
+    log.info("indexing %d nodes for search (BM25%s)", len(ws), "" if cfg.embedder == "none" else f" + {cfg.embedder}")
     IndexSync(index, ws).end_iteration()
+    if embedder is not None:
+        embedder.release()  # everything is embedded: the model's memory is not needed for the rest
     IndexSync(index, ws, ws.version).save(out / INDEX)
+    del index
+    release_arrow_memory()
     if cfg.export:
-        export_folder(ws, out / EXPORT, overwrite=True)
+        export_folder(ws, out / EXPORT, overwrite=True, progress=True)
     stats = structure_stats(ws)
     manifest = {"snapshot": SNAPSHOT, "initial": INITIAL, "trace": TRACE, "index": INDEX,
                 "export": EXPORT if cfg.export else None, "builder": cfg.builder,
                 "search": {"backend": "embedded", "embedder": cfg.embedder, "hashing_dim": search.hashing_dim},
-                "snapshot_hash": ws.content_hash()}
+                "corpus_kind": corpus.kind,
+                "snapshot_hash": snapshot_hash}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     results = {
         "corpus": cfg.corpus, "docs": len(docs), "builder": cfg.builder,
+        "skipped": [{"path": s.path, "reason": s.reason, "detail": s.detail} for s in corpus.skipped],
+        "skipped_counts": corpus.skipped_counts(), "split_files": corpus.sections,
         "ops_applied": ws.version, "ops_this_run": applied, "resumed_from_op": resumed_from,
         "index_documents": keys or stats.synthetic,
         "cost": {"model_calls": model_calls, "tokens_generated": tokens, "wall_s": time.perf_counter() - started,
                  "shards": shards, "workers": cfg.workers},
-        "structure": stats.as_dict(), "snapshot_hash": ws.content_hash(),
+        "structure": stats.as_dict(), "snapshot_hash": snapshot_hash,
         "files": {k: str(out / v) for k, v in manifest.items() if k in ("snapshot", "trace", "index", "export") and v},
-        "config": asdict(cfg),
+        "config": redact(asdict(cfg)),  # no credential from --backend-arg is written
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"built {cfg.builder}: {len(docs)} documents -> {stats.synthetic} synthetic files, {ws.version} ops "
@@ -209,7 +250,25 @@ def run(cfg: BuildConfig) -> dict:
           f"{model_calls} model calls, {tokens} tokens, {results['cost']['wall_s']:.1f} s")
     print(f"wrote {out / SNAPSHOT}, {out / TRACE}, {out / INDEX}/"
           + (f", {out / EXPORT}/" if cfg.export else "") + f" and {out / 'results.json'}")
+    print_inputs(corpus)
     return results
+
+
+def print_inputs(corpus: Corpus, shown: int = 50) -> None:
+    """The build summary's account of the corpus: files split into sections, and every file left out."""
+    if corpus.sections:
+        parts = sum(corpus.sections.values())
+        print(f"split {len(corpus.sections)} long file(s) into {parts} sections: "
+              + ", ".join(f"{f} ({n})" for f, n in list(corpus.sections.items())[:10])
+              + (" ..." if len(corpus.sections) > 10 else ""))
+    if not corpus.skipped:
+        return
+    counts = ", ".join(f"{n} {reason}" for reason, n in sorted(corpus.skipped_counts().items()))
+    print(f"skipped {len(corpus.skipped)} file(s) ({counts}); all are listed in results.json:")
+    for entry in corpus.skipped[:shown]:
+        print(f"  {entry}")
+    if len(corpus.skipped) > shown:
+        print(f"  ... and {len(corpus.skipped) - shown} more")
 
 
 def _kv(items: list[str]) -> dict[str, Any]:
@@ -232,12 +291,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--builder", default="entities", choices=builders.BUILDERS)
     p.add_argument("--workers", type=int, default=1, help="Ray workers for extractive builders (1 = in process)")
+    p.add_argument("--ray-address", default="", metavar="ADDRESS",
+                   help="with --workers N: the Ray cluster to join (auto, host:port, ray://host:10001); default: "
+                        "$RAY_ADDRESS when set (as inside `ray job submit`), else a local Ray; local: always local")
     p.add_argument("--checkpoint-every", type=int, default=200, help="write the trace every N ops")
     p.add_argument("--restart", action="store_true", help="ignore a checkpointed trace in --out")
     p.add_argument("--raw-policy", default="immutable", choices=("immutable", "editable"))
     p.add_argument("--embedder", default="minilm", choices=("minilm", "hashing", "none"),
                    help="search index vectors (none: BM25 only)")
     p.add_argument("--no-export", action="store_true", help="skip the exported folder tree")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="follow symlinks that resolve inside the corpus folder (links out of it are always skipped)")
+    p.add_argument("--section-chars", type=int, default=8_000,
+                   help="split corpus files longer than this many characters into sections (headings, paragraphs)")
     p.add_argument("--backend", default="scripted", help="policy builder: hf, openai, scripted, vllm")
     p.add_argument("--backend-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="policy builder: backend option, e.g. policy=librarian_builder, model=smollm2, base_url=...")
@@ -253,7 +319,8 @@ def main(argv: Sequence[str]) -> int:
         cfg = BuildConfig(corpus=args.corpus, out_dir=args.out, builder=args.builder, workers=args.workers,
                           checkpoint_every=args.checkpoint_every, restart=args.restart, raw_policy=args.raw_policy,
                           embedder=args.embedder, export=not args.no_export, backend=args.backend,
-                          backend_args=_kv(args.backend_arg), budget=args.budget)
+                          backend_args=_kv(args.backend_arg), budget=args.budget, ray_address=args.ray_address,
+                          follow_symlinks=args.follow_symlinks, section_chars=args.section_chars)
         run(cfg)
     except (InputError, WorkspaceError, SnapshotFormatError) as exc:
         print(f"librarian build: {exc}", file=sys.stderr)

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from librarian.workspace.nodes import Document
 
@@ -63,31 +64,62 @@ def documents_from_jsonl(path: str | Path) -> list[Document]:
     return docs
 
 
-def load_documents(source: str | Path, fact_prefix: str = "facts") -> list[Document]:
-    """The corpus at `source` as documents (raw nodes of a new workspace).
+@dataclass
+class Corpus:
+    """A corpus read for a build: its documents, and (for a folder) the files left out and the files split."""
+
+    kind: str
+    documents: list[Document]
+    skipped: list[Any] = field(default_factory=list)  # folder_io.Skipped
+    sections: dict[str, int] = field(default_factory=dict)  # file -> sections it was split into
+
+    def skipped_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.skipped:
+            out[s.reason] = out.get(s.reason, 0) + 1
+        return out
+
+
+def load_corpus(source: str | Path, fact_prefix: str = "facts", follow_symlinks: bool = False,
+                section_chars: int | None = None) -> Corpus:
+    """The corpus at `source`; a folder's unreadable, binary or unsupported files are listed, not fatal.
 
     Documents of a `librarian data` bundle without their own path go under
-    `fact_prefix/` so the workspace root stays browsable.
+    `fact_prefix/` so the workspace root stays browsable. A folder's files
+    longer than `section_chars` become one document per section.
     """
     kind = corpus_kind(source)
     path = Path(source)
     if kind == "folder":
-        from librarian.workspace.folder_io import documents_from_folder
+        from librarian.workspace.folder_io import SECTION_CHARS, scan_folder
 
-        docs = documents_from_folder(path)
-    elif kind == "jsonl":
-        docs = documents_from_jsonl(path)
+        scan = scan_folder(path, follow_symlinks=follow_symlinks, section_chars=section_chars or SECTION_CHARS)
+        corpus = Corpus(kind, scan.documents, list(scan.skipped), dict(scan.sections))
     else:
-        import pyarrow.parquet as pq
+        corpus = Corpus(kind, _documents(kind, path, fact_prefix))
+    if not corpus.documents:
+        left = f" ({len(corpus.skipped)} file(s) left out: {', '.join(map(str, corpus.skipped[:5]))})" \
+            if corpus.skipped else ""
+        raise InputError(f"{str(source)!r} holds no documents{left}")
+    return corpus
 
-        from librarian.datasets.records import corpus_from_table, to_documents
 
-        folder = path if path.is_dir() else path.parent
-        docs = [d if d.path else Document(d.id, d.text, f"{fact_prefix}/{d.id}", d.origin, d.metadata)
-                for d in to_documents(corpus_from_table(pq.read_table(folder / "corpus.parquet")))]
-    if not docs:
-        raise InputError(f"{str(source)!r} holds no documents")
-    return docs
+def load_documents(source: str | Path, fact_prefix: str = "facts") -> list[Document]:
+    """The corpus at `source` as documents (raw nodes of a new workspace); see `load_corpus`."""
+    return load_corpus(source, fact_prefix).documents
+
+
+def _documents(kind: str, path: Path, fact_prefix: str) -> list[Document]:
+    """The documents of a .jsonl file or a `librarian data` bundle."""
+    if kind == "jsonl":
+        return documents_from_jsonl(path)
+    import pyarrow.parquet as pq
+
+    from librarian.datasets.records import corpus_from_table, to_documents
+
+    folder = path if path.is_dir() else path.parent
+    return [d if d.path else Document(d.id, d.text, f"{fact_prefix}/{d.id}", d.origin, d.metadata)
+            for d in to_documents(corpus_from_table(pq.read_table(folder / "corpus.parquet")))]
 
 
 @dataclass(frozen=True, slots=True)

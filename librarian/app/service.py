@@ -54,6 +54,12 @@ class ServiceError(ValueError):
     status = 400
 
 
+class SaveError(ServiceError):
+    """An op was valid but the workspace could not be saved; it was taken back. HTTP 500."""
+
+    status = 500
+
+
 class NotFound(ServiceError):
     """Nothing in the workspace answers to this path, id or line range (a path outside it never does). HTTP 404."""
 
@@ -69,8 +75,10 @@ class WorkspaceService:
     search_mode: str = "bm25"
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _sync: Any = None
+    version: int = 0  # the version served (online curation swaps versions; see `swap`)
 
     def __post_init__(self) -> None:
+        self._state = (self.opened, self._lock, self.version)  # read once per call: a swap never splits it
         if self.write and not self.opened.writable:
             raise ServiceError("write mode needs the workspace opened writable (open_workspace(..., writable=True))")
         if self.write and self.opened.index is not None:
@@ -80,7 +88,14 @@ class WorkspaceService:
 
     @property
     def src(self) -> Any:
-        return self.opened.source
+        return self._state[0].source
+
+    def swap(self, opened: OpenedWorkspace, version: int, lock: threading.Lock) -> None:
+        """Serve another version (read-only services): calls in flight finish on the one they started with."""
+        if self.write:
+            raise ServiceError("a workspace served with --write cannot swap versions")
+        self._state = (opened, lock, version)
+        self.opened, self._lock, self.version = opened, lock, version
 
     def tool_names(self) -> list[str]:
         return [*TOOL_SCHEMAS, *(["apply"] if self.write else [])]
@@ -95,10 +110,11 @@ class WorkspaceService:
         except TypeError as exc:
             raise ServiceError(f"{name}: bad arguments ({exc})") from None
 
-    def _view(self, fn: Any, *a: Any) -> dict[str, Any]:
-        with self._lock:
+    def _view(self, fn: Any, *a: Any, state: tuple | None = None) -> dict[str, Any]:
+        opened, lock, _ = state or self._state
+        with lock:
             try:
-                result = fn(self.src, *a)
+                result = fn(opened.source, *a)
             except WorkspaceError as exc:
                 raise NotFound(str(exc)) from None
         return {"text": result.text, "nodes": list(result.cost.nodes_touched), "est_tokens": result.cost.est_tokens}
@@ -110,21 +126,24 @@ class WorkspaceService:
         return self._view(views.open, path)
 
     def read(self, path: str, start_line: int = 1, num_lines: int | None = None) -> dict[str, Any]:
-        out = self._view(views.read, path, start_line, num_lines)
-        with self._lock:
-            node = views.resolve(self.src, path)
-            out["provenance_paths"] = provenance_paths(self.src, node.id, max_paths=3)
+        state = self._state
+        out = self._view(views.read, path, start_line, num_lines, state=state)
+        opened, lock, _ = state
+        with lock:
+            node = views.resolve(opened.source, path)
+            out["provenance_paths"] = provenance_paths(opened.source, node.id, max_paths=3)
         return out
 
     def search(self, query: str, page: int = 1) -> dict[str, Any]:
         from librarian.search.errors import SearchError
         from librarian.search.paging import search_page
 
-        if self.opened.index is None:
+        opened, lock, _ = self._state
+        if opened.index is None:
             raise ServiceError("search is not available: this workspace has no saved search index")
-        with self._lock:
+        with lock:
             try:
-                result = search_page(self.opened.index, query, page, mode=self.search_mode)  # type: ignore[arg-type]
+                result = search_page(opened.index, query, page, mode=self.search_mode)  # type: ignore[arg-type]
             except SearchError as exc:
                 raise ServiceError(str(exc)) from None
         hits = [{"id": h.id, "path": h.path, "kind": h.kind, "text": h.text} for h in result.hits]
@@ -144,9 +163,18 @@ class WorkspaceService:
                 result = ws.apply_payload(op)
             except WorkspaceError as exc:
                 raise ServiceError(str(exc)) from None
+            trace_path = self.opened.snapshot_path.parent / SERVE_TRACE
+            try:  # an op is kept only once it is saved: memory and disk never disagree
+                write_trace(ws.trace, trace_path)
+                codec.write_parquet(*ws.state(), self.opened.snapshot_path)
+            except Exception as exc:  # noqa: BLE001 - whatever the failure, the op must be taken back
+                ws.revert_last()
+                try:
+                    write_trace(ws.trace, trace_path)
+                except Exception:  # noqa: BLE001, S110 - best effort; the snapshot (what is reopened) is untouched
+                    pass
+                raise SaveError(f"the op was not applied: the workspace could not be saved ({exc})") from None
             if self._sync is not None:
                 self._sync.sync(embed=False)
-            codec.write_parquet(*ws.state(), self.opened.snapshot_path)
-            write_trace(ws.trace, self.opened.snapshot_path.parent / SERVE_TRACE)
         return {"text": result.message, "created": list(result.created), "changed": list(result.changed),
                 "deleted": list(result.deleted), "step": result.step}

@@ -4,13 +4,15 @@ One file, inline CSS and JS, the data embedded as JSON: the tree with raw,
 synthetic and directory nodes told apart, each node's text, links,
 provenance and provenance paths back to raw documents (all clickable), what
 references it, and the structure statistics with coverage. `diff` writes the
-same viewer with each node's change marked.
+same viewer with each node's change marked. The page is a jinja2 template
+(`templates/viewer.html.j2`) with autoescaping on; the data goes in through
+`tojson`, which escapes `<`, `>` and `&`, so no text can end its script block.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
+import functools
 import json
 import sys
 from collections.abc import Iterable, Sequence
@@ -58,23 +60,23 @@ def stats_rows(src: NodeSource) -> list[tuple[str, str]]:
     ]
 
 
+@functools.cache
+def _template() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("librarian.app", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined)
+    env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
+    return env.get_template("viewer.html.j2")
+
+
 def render_html(title: str, subtitle: str, records: Iterable[dict[str, Any]], rows: list[tuple[str, str]],
                 diff: dict[str, Any] | None = None) -> str:
     """The viewer page with `records` embedded."""
+    from markupsafe import Markup
+
     data = {"title": title, "subtitle": subtitle, "nodes": list(records), "stats_rows": rows, "diff": diff}
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>{CSS}</style></head>
-<body><header><h1 id="title"></h1><span class="sub" id="subtitle"></span></header>
-<main><div id="left"><input id="filter" placeholder="find a path…" aria-label="find a path">
-<ul class="tree root" id="matches"></ul><ul class="tree root" id="tree"></ul></div>
-<div id="right"><div id="detail"><p class="muted">Click a node in the tree to see its text, links and provenance.</p></div>
-<div id="home"></div></div></main>
-<script type="application/json" id="data">{payload}</script>
-<script>{JS}</script></body></html>
-"""
+    return _template().render(title=title, data=data, css=Markup(CSS), js=Markup(JS))  # the assets are ours
 
 
 def view_html(src: NodeSource, title: str) -> str:

@@ -33,6 +33,7 @@ class OpenedWorkspace:
     folder: Path | None = None
     index: Any = None  # SearchIndex | None
     manifest: dict[str, Any] = field(default_factory=dict)
+    version: int = 0  # the online version opened (0: the build itself; see docs/online.md)
 
     @property
     def writable(self) -> bool:
@@ -64,6 +65,23 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def index_folder(folder: Path, manifest: dict[str, Any]) -> Path:
+    """The index folder `workspace.json` names, which must lie inside the build folder.
+
+    A relative name that resolves (links followed) outside `folder`, an
+    absolute path, or a value that is not a string raises `WorkspaceError`.
+    """
+    name = manifest.get("index", INDEX)
+    if not isinstance(name, str) or not name.strip():
+        raise WorkspaceError(f"{folder / MANIFEST}: 'index' must be a folder name, got {name!r}")
+    root = folder.resolve()
+    target = (root / name).resolve()
+    if Path(name).is_absolute() or not target.is_relative_to(root) or target == root:
+        raise WorkspaceError(f"{folder / MANIFEST}: 'index' is {name!r}, which is outside the build folder {root}; "
+                             "an index is only read from inside the folder it was built in")
+    return target
+
+
 def open_workspace(target: str | Path, writable: bool = False, with_index: bool = True,
                    embedder: str | None = None) -> OpenedWorkspace:
     """Open a build folder or snapshot file; load the saved index beside it when there is one.
@@ -74,12 +92,23 @@ def open_workspace(target: str | Path, writable: bool = False, with_index: bool 
     snap = snapshot_path(target)
     folder = snap.parent if Path(target).is_dir() or (snap.parent / MANIFEST).is_file() else None
     manifest = read_manifest(folder) if folder is not None else {}
+    version = 0
+    if Path(target).is_dir():  # a folder curated online opens at the version its HEAD names
+        from librarian.pipelines.online_versions import VersionStore
+
+        store = VersionStore(target)
+        version = store.head()
+        if version and writable:
+            raise WorkspaceError(f"{target} serves curated version {version} (online/HEAD.json); versions are never "
+                                 f"edited in place: roll back to 0 first (`librarian rollback {target} 0`) or serve "
+                                 "it read-only")
+        snap = store.paths(version).snapshot
     if writable:
         source: Any = Workspace.from_state(*codec.read_parquet(snap))
     else:
         source = SnapshotView.from_parquet(snap)
     index = None
-    index_dir = snap.parent / manifest.get("index", INDEX)
+    index_dir = snap.parent / INDEX if version else index_folder(snap.parent, manifest)
     if with_index and (index_dir / "manifest.json").is_file():
         from librarian.search.embedded import EmbeddedIndex
         from librarian.search.embedders import make_embedder
@@ -89,4 +118,4 @@ def open_workspace(target: str | Path, writable: bool = False, with_index: bool 
         index = EmbeddedIndex.load(index_dir, make_embedder(name, dim))
         if name not in (None, "none"):
             index.refresh(embed=True)
-    return OpenedWorkspace(source, snap, folder, index, manifest)
+    return OpenedWorkspace(source, snap, folder, index, manifest, version)

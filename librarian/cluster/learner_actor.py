@@ -4,6 +4,10 @@ The base model comes from the same backend spec as the rollout workers'
 (`make_backend(name, **options).model`), so a published LoRA adapter or full
 state dict fits them. `publish()` puts the payload in the object store once
 and returns `(version, ref)`; rollout workers fetch it by reference.
+
+`LearnerActor.start(topology, ...)` is how a pipeline gets its learner: this
+actor for `learner.workers: 1`, or a `LearnerGroup` of that many ranks
+(`librarian.cluster.learner_group`), which answers the same methods.
 """
 
 from __future__ import annotations
@@ -18,6 +22,17 @@ class LearnerActor:
     """GRPO steps, SFT, weight publishing and checkpoints, in one process."""
 
     def __init__(self, backend: str, options: dict, cfg: Any, torch_threads: int = 0) -> None:
+        self._build(backend, options, cfg, torch_threads)
+
+    @staticmethod
+    def start(topology: Any, backend: str, options: dict, cfg: Any, torch_threads: int = 0) -> Any:
+        """The run's learner actor in `topology`'s placement group: one `LearnerActor`, or a `LearnerGroup` of
+        `cfg.workers` data-parallel ranks (the same methods)."""
+        from librarian.cluster.learner_group import start_learner
+
+        return start_learner(topology, backend, options, cfg, torch_threads)
+
+    def _build(self, backend: str, options: dict, cfg: Any, torch_threads: int) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
 
@@ -64,7 +79,7 @@ class LearnerActor:
         from librarian.learner.sft import fine_tune
 
         smallest = min(len(samples), batch_size, len(samples) % batch_size or batch_size)  # the last batch
-        with self._micro(smallest):
+        with self._micro(max(1, smallest // self.learner.world)):  # a rank trains on its share of each batch
             return fine_tune(self.learner, samples, epochs=epochs, batch_size=batch_size, seed=seed, progress=False,
                              lr=lr or None)
 
@@ -78,9 +93,14 @@ class LearnerActor:
         return mean_nll(self.learner, samples)
 
     def publish(self) -> tuple[int, Any]:
-        """(version, object ref of the `WeightsPayload`)."""
+        """(version, object ref of the `WeightsPayload`); in a group rank 0 publishes, the others (version, None)
+        after joining ZeRO-3's gather."""
         import ray
 
+        if self.learner.rank:
+            if self.learner.engine.partitioned:
+                self.learner.engine.trainable_state()
+            return self.learner.version, None
         version, payload = self.learner.publish_weights()
         return version, ray.put(payload)
 

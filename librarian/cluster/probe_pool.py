@@ -4,26 +4,27 @@ A probe is (workspace snapshot as Arrow IPC bytes, questions, `ReaderSpec`)
 -> per-question `ExamResult`s. The pool puts the snapshot in the object
 store once and sends workers a reference wrapped in a list, so a worker
 fetches and indexes a snapshot only the first time it sees its content hash.
-Questions go out in chunks, at most `inflight` per worker; results are kept
-by task position, so order is the questions' order. When a worker dies
-mid-batch its chunks in flight are put back on the queue, a fresh worker
-takes its slot, and a chunk whose result already arrived is never run
-again: no question is lost or counted twice.
+Questions go out in chunks, at most `inflight` per worker, through the
+fault-tolerant `ActorPool` (a dead worker's chunks are redone, none twice);
+results come back in the questions' order.
 
-    pool = ProbePool(spec, workers=2)
+    pool = ProbePool(spec, workers=2)          # or ProbePool.of(ProbeConfig(...))
     results = pool.run(workspace, questions)   # or IPC bytes, or a SnapshotView
     pool.close()
+
+`ProbeConfig` is a training pipeline's `probe` section: the reader itself
+(a `ReaderSpec`) plus the pool's size and chunking.
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import tempfile
-from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from librarian.cluster.actor_pool import ActorPool, PoolError
+from librarian.config import ConfigError
 from librarian.datasets.records import Question
 from librarian.evaluation.exam import (
     ExamResult,
@@ -35,23 +36,16 @@ from librarian.evaluation.exam import (
     tasks_for,
 )
 
-log = logging.getLogger(__name__)
 
-
-class ProbeError(RuntimeError):
+class ProbeError(PoolError):
     """The pool could not finish a probe (workers kept dying, or Ray could not start)."""
 
 
-def init_ray(num_cpus: int | None = None, temp_dir: str | None = None) -> None:
-    """Start a local Ray session unless one is running (no dashboard, no auth token, a short temp dir)."""
-    import ray
+def init_ray(num_cpus: int | None = None, temp_dir: str | None = None, address: str = "") -> None:
+    """Join the cluster `address` or $RAY_ADDRESS names, else start a local Ray (`librarian.cluster.ray_init`)."""
+    from librarian.cluster.ray_init import connect
 
-    if ray.is_initialized():
-        return
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    temp_dir = temp_dir or os.path.join(tempfile.gettempdir(), f"ray{os.getuid()}")
-    ray.init(num_cpus=num_cpus, include_dashboard=False, _temp_dir=temp_dir, log_to_driver=False,
-             configure_logging=False)
+    connect(address, num_cpus=num_cpus, temp_dir=temp_dir or "")
 
 
 class AnswererProbeWorker:
@@ -73,20 +67,28 @@ class AnswererProbeWorker:
         return self.runner.run(key, tasks)
 
 
-_ACTOR: Any = None
+@dataclass
+class ProbeConfig(ReaderSpec):
+    """A pipeline's answerer probe pool: the reader (every `ReaderSpec` field) and the pool around it."""
+
+    budget: int = 8
+    workers: int = 1  # 0: probe in the driver process (no Ray actor)
+    gpus_per_worker: float = 0.0  # for GPU presets; the pool's workers take one CPU each
+    chunk: int = 16  # questions a call
+    max_restarts: int = 8
+
+    def __post_init__(self) -> None:
+        if self.workers < 0 or self.chunk < 1 or self.gpus_per_worker < 0 or self.budget < 1:
+            raise ConfigError(f"probe.workers must be >= 0, probe.chunk and probe.budget >= 1 and "
+                              f"probe.gpus_per_worker >= 0, got {self.workers}, {self.chunk}, {self.budget}, "
+                              f"{self.gpus_per_worker}")
 
 
-def _actor_class() -> Any:
-    global _ACTOR
-    if _ACTOR is None:
-        import ray
+class ProbePool(ActorPool):
+    """`workers` probe actors (one CPU each, plus `gpus_per_worker`) sharing a queue of question chunks."""
 
-        _ACTOR = ray.remote(num_cpus=1, max_restarts=0)(AnswererProbeWorker)
-    return _ACTOR
-
-
-class ProbePool:
-    """`workers` probe actors sharing a queue of question chunks."""
+    error = ProbeError
+    name = "probe worker"
 
     def __init__(self, spec: ReaderSpec, workers: int = 2, chunk: int = 16, inflight: int = 2,
                  max_restarts: int = 8, num_cpus: int | None = None, temp_dir: str | None = None,
@@ -95,92 +97,33 @@ class ProbePool:
             raise ProbeError(f"workers, chunk and inflight must be >= 1, got {workers}, {chunk}, {inflight}")
         if gpus_per_worker < 0:
             raise ProbeError(f"gpus_per_worker must be >= 0, got {gpus_per_worker}")
-        self.gpus_per_worker = gpus_per_worker
         spec.check()
         init_ray(num_cpus if num_cpus is not None else max(workers, os.cpu_count() or 1), temp_dir)
         self.spec = spec
         self.chunk = chunk
-        self.inflight = inflight
-        self.max_restarts = max_restarts
-        self.restarts = 0
-        self.workers: list[Any] = [self._spawn() for _ in range(workers)]
+        resources = {"num_cpus": 1, **({"num_gpus": gpus_per_worker} if gpus_per_worker else {})}
+        super().__init__(AnswererProbeWorker, (spec,), [resources] * workers, max_restarts, inflight)
 
-    def _spawn(self) -> Any:
-        """One probe actor: one CPU, plus `gpus_per_worker` GPUs (a vLLM reader on a GPU cluster)."""
-        cls = _actor_class()
-        return (cls.options(num_gpus=self.gpus_per_worker) if self.gpus_per_worker else cls).remote(self.spec)
-
-    def ready(self) -> list[int]:
-        """Block until every worker has started; their process ids."""
-        import ray
-
-        return ray.get([w.pid.remote() for w in self.workers])
-
-    def _replace(self, slot: int) -> None:
-        import ray
-
-        self.restarts += 1
-        if self.restarts > self.max_restarts:
-            raise ProbeError(f"probe workers died {self.restarts} times (limit {self.max_restarts}); giving up")
-        log.warning("probe worker %d died; starting a fresh one (restart %d)", slot, self.restarts)
-        ray.kill(self.workers[slot], no_restart=True)
-        self.workers[slot] = self._spawn()
+    @classmethod
+    def of(cls, cfg: ProbeConfig) -> ProbePool:
+        """The pool a `probe` config section describes (the section is the workers' reader spec)."""
+        return cls(cfg, workers=cfg.workers, chunk=cfg.chunk, max_restarts=cfg.max_restarts,
+                   gpus_per_worker=cfg.gpus_per_worker)
 
     def run(self, store: Any, questions: Sequence[Question], repeats: int = 1,
             progress: Callable[[int, int], None] | None = None) -> list[ExamResult]:
         """Every question (x `repeats`) on the snapshot, results in question order."""
         import ray
-        from ray.exceptions import RayActorError
-        from tqdm import tqdm
 
         data = snapshot_bytes(store)
         key = snapshot_key(data)
         box = [ray.put(data)]
         tasks = tasks_for(questions, repeats)
-        queue = deque(tasks[i:i + self.chunk] for i in range(0, len(tasks), self.chunk))
-        results: dict[int, ExamResult] = {}
-        pending: dict[Any, tuple[int, Any, list[Task]]] = {}  # ref -> (slot, worker handle, chunk)
-        with tqdm(total=len(tasks), desc=f"probes ({len(self.workers)} workers)", unit="ep", leave=False,
-                  disable=len(tasks) < 2) as bar:
-            while queue or pending:
-                for slot, worker in enumerate(self.workers):
-                    busy = sum(1 for s, _, _ in pending.values() if s == slot)
-                    while queue and busy < self.inflight:
-                        part = queue.popleft()
-                        pending[worker.probe.remote(key, box, part)] = (slot, worker, part)
-                        busy += 1
-                done, _ = ray.wait(list(pending), num_returns=1)
-                ref = done[0]
-                slot, worker, part = pending.pop(ref)
-                try:
-                    got = ray.get(ref)
-                except RayActorError:
-                    queue.appendleft(part)
-                    if self.workers[slot] is worker:  # the first failure seen from this worker
-                        self._replace(slot)
-                    continue
-                for pos, res in got:
-                    if pos in results:
-                        raise ProbeError(f"task {pos} came back twice; the pool's bookkeeping is broken")
-                    results[pos] = res
-                bar.update(len(got))
-                if progress is not None:
-                    progress(len(results), len(tasks))
+        chunks = [tasks[i:i + self.chunk] for i in range(0, len(tasks), self.chunk)]
+        got = self.map(chunks, lambda w, part: w.probe.remote(key, box, part), size=len, progress=progress,
+                       desc=f"probes ({len(self.workers)} workers)")
+        results = dict(pair for part in got for pair in part)
         missing = [i for i in range(len(tasks)) if i not in results]
-        if missing:
-            raise ProbeError(f"tasks {missing[:5]} never came back")
+        if missing or len(results) != sum(len(part) for part in got):
+            raise ProbeError(f"tasks {missing[:5]} never came back, or a task came back twice")
         return [results[i] for i in range(len(tasks))]
-
-    def close(self) -> None:
-        """Stop the workers (the Ray session stays up for the caller)."""
-        import ray
-
-        for w in self.workers:
-            ray.kill(w, no_restart=True)
-        self.workers = []
-
-    def __enter__(self) -> ProbePool:
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.close()

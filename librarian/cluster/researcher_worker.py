@@ -27,8 +27,9 @@ are the scripted policy's text and are never constrained
 for teacher jobs).
 
 The worker shares `BuilderRolloutWorker`'s surface and weight loading (`pid`,
-`policy_version`, `load`, `sync`), so `RolloutPool(worker_cls=...)`, the
-learner and `WeightSync` are the builder's.
+`policy_version`, `load`, `sync`), so the `RolloutPool`, the learner and
+`WeightSync` are the builder's. It is built from the config sections
+themselves: `rollout` (a `ResearcherRolloutConfig`) and `search`.
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ from __future__ import annotations
 import logging
 import os
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from librarian.cluster.faults import CrashPlan
-from librarian.cluster.rollout_worker import BuilderRolloutWorker, TeacherBackend
+from librarian.cluster.rollout_worker import BuilderRolloutWorker, RolloutConfig, TeacherBackend
+from librarian.config import ConfigError
 from librarian.roles.hints import HintInput
 
 log = logging.getLogger(__name__)
@@ -51,27 +52,40 @@ class ResearchJobError(ValueError):
 
 
 @dataclass
-class ResearcherSpec:
-    """How a researcher worker runs: backend, rounds, calls per round, sampling, hints, search, threads."""
+class ResearchSearchConfig:
+    """The researcher's search during training: mode (hybrid = BM25 + dense) and the embedder."""
 
-    backend: str = "hf"  # hf | vllm | scripted ... any `make_backend` name
-    options: dict = field(default_factory=lambda: {"model": "smollm2"})
-    budget: int = 20  # rounds (paper 002)
+    mode: str = "hybrid"  # hybrid | bm25 | dense
+    embedder: str = "hashing"  # minilm (bundled all-MiniLM-L6-v2) | hashing (fast, for CPU runs)
+    snippet_chars: int = 160  # characters of a search hit's snippet (keeps CPU prompts short)
+
+    def __post_init__(self) -> None:
+        from librarian.evaluation.memory_arms import SEARCH_MODES
+
+        for name, value, allowed in (("search.mode", self.mode, SEARCH_MODES),
+                                     ("search.embedder", self.embedder, ("minilm", "hashing"))):
+            if value not in allowed:
+                raise ConfigError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+@dataclass
+class ResearcherRolloutConfig(RolloutConfig):
+    """The researcher's rollout workers: rounds, calls per round, sampling, hints (K_h), grammar, cache."""
+
+    budget: int = 4  # research rounds per episode (paper 002: 20)
+    max_new_tokens: int = 96
+    hint_every: int = 2  # K_h: a hint every K_h rounds of training rollouts (0: off); never at evaluation
     max_calls_per_turn: int = 4
-    max_new_tokens: int = 256
-    temperature: float = 1.0
-    top_p: float = 1.0
-    hint_every: int = 2  # K_h; 0: no hints even in training jobs
-    search_mode: str = "hybrid"  # hybrid | bm25 | dense
-    embedder: str = "hashing"  # minilm | hashing
-    snippet_chars: int = 500  # characters of a search hit's snippet
     memory_window: int = 0  # 0: the whole conversation
-    cache_size: int = 4  # workspaces (with their index) kept per worker
-    torch_threads: int = 0
-    crash: CrashPlan = field(default_factory=CrashPlan)
-    constrained: bool = True  # policy turns sampled under the tools' grammar (up to max_calls_per_turn calls)
     free_text: bool = True  # under the grammar, a short thought may precede the calls (think-explore-reflect)
-    enum_paths: bool = True  # under the grammar, `path` and `sources` arguments name the workspace's nodes
+    enum_paths: bool = True  # under the grammar, `path` and `sources` name the workspace's nodes (memo paths are long)
+    cache_size: int = 4  # workspaces (with their search index) a worker keeps
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_calls_per_turn < 1 or self.cache_size < 1:
+            raise ConfigError(f"rollout.max_calls_per_turn and rollout.cache_size must be >= 1, got "
+                              f"{self.max_calls_per_turn}, {self.cache_size}")
 
 
 @dataclass
@@ -88,7 +102,7 @@ class ResearchJob:
     hint: HintInput | None = None  # training only; None at evaluation
     greedy: bool = False
     teacher: str = ""  # a scripted policy name (the teacher for SFT)
-    budget: int = 0  # rounds; 0: the worker spec's
+    budget: int = 0  # rounds; 0: the rollout section's
     data: Any = None  # Arrow IPC bytes of the workspace, or a Ray ObjectRef to them
     digest: str = ""  # the workspace's content hash (the cache key)
 
@@ -136,8 +150,10 @@ def workspace_paths(workspace: Any) -> tuple[str, ...]:
 class ResearcherRolloutWorker(BuilderRolloutWorker):
     """Owns one policy backend and a few cached workspaces; runs research jobs; loads published weights."""
 
-    def __init__(self, spec: ResearcherSpec) -> None:
-        super().__init__(spec)  # type: ignore[arg-type]
+    def __init__(self, spec: ResearcherRolloutConfig, search: ResearchSearchConfig | None = None) -> None:
+        """`spec`: the rollout section; `search`: the search section (default: hybrid, hashing embedder)."""
+        super().__init__(spec)
+        self.search = search or ResearchSearchConfig()
         self.contexts: OrderedDict[str, Any] = OrderedDict()
         self.rebuilt = 0
 
@@ -149,12 +165,11 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         if key in self.contexts:
             self.contexts.move_to_end(key)
             return self.contexts[key]
-        spec: ResearcherSpec = self.spec  # type: ignore[assignment]
-        ctx = research_context(decode_workspace(job.data, job.digest), spec.search_mode, spec.embedder)
-        ctx = replace(ctx, snippet_chars=spec.snippet_chars)
+        ctx = research_context(decode_workspace(job.data, job.digest), self.search.mode, self.search.embedder)
+        ctx = replace(ctx, snippet_chars=self.search.snippet_chars)
         self.rebuilt += 1
         self.contexts[key] = ctx
-        while len(self.contexts) > max(1, self.spec.cache_size):
+        while len(self.contexts) > max(1, self.spec.cache_size):  # type: ignore[attr-defined]
             self.contexts.popitem(last=False)
         return ctx
 
@@ -169,7 +184,7 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         from librarian.models.base import SamplingParams
         from librarian.roles import LoopConfig, run_episodes
 
-        spec: ResearcherSpec = self.spec  # type: ignore[assignment]
+        spec: ResearcherRolloutConfig = self.spec  # type: ignore[assignment]
         loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
                                          seed=job.seed),
@@ -189,7 +204,7 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         from librarian.roles.researcher_tools import finalized
 
         self.begin(job, box)
-        spec: ResearcherSpec = self.spec  # type: ignore[assignment]
+        spec: ResearcherRolloutConfig = self.spec  # type: ignore[assignment]
         ctx = self.context(job)
         role = jam_researcher(budget=job.budget or spec.budget, max_calls_per_turn=spec.max_calls_per_turn,
                               memory_window=spec.memory_window or None)

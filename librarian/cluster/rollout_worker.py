@@ -2,15 +2,17 @@
 
 A `BuildJob` is one corpus at one step: the worker builds `group_size`
 workspaces from the corpus documents and runs the Librarian builder role on
-all of them in one batched episode loop. Every `probe_every` turns (at most
-`max_probes` times) the env wrapper freezes the workspace as Arrow IPC bytes
-for the probe pool; the final workspace is frozen too. Training jobs get a
-hint every `hint_every` turns (hint-guided GRPO); evaluation jobs never do.
-Each `RolloutRecord` carries the policy version that generated it.
+all of them in one batched episode loop. Every `reward.every` turns (at most
+`reward.max_probes` times) the env wrapper freezes the workspace as Arrow IPC
+bytes for the probe pool; the final workspace is frozen too. Training jobs
+get a hint every `rollout.hint_every` turns (hint-guided GRPO); evaluation
+jobs never do. Each `RolloutRecord` carries the policy version that
+generated it.
 
-The backend is chosen by name (`hf` now, `vllm` later); weights are loaded
-through `weight_sync.apply_weights` before a job when the job asks for a newer
-version than the worker holds.
+The worker is built from the config sections themselves (`rollout`, a
+`BuilderRolloutConfig`, and `reward`); the backend is chosen by name (`hf`,
+`vllm`, `scripted`); weights are loaded through `weight_sync.apply_weights`
+before a job when the job asks for a newer version than the worker holds.
 """
 
 from __future__ import annotations
@@ -23,29 +25,65 @@ from typing import Any
 from librarian.cluster.faults import CrashPlan
 from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.weight_sync import WeightSyncError, apply_weights
+from librarian.config import ConfigError
+from librarian.rewards.construction import RewardConfig
 from librarian.roles.builder_task import build_task
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class RolloutSpec:
-    """How a rollout worker builds: backend, role budget, sampling, probes, hints, threads."""
+class RolloutConfig:
+    """A training pipeline's `rollout` section, which is also what its rollout workers are built from: backend,
+    resources, the episode's budget, sampling, hints, threads, and whether rollouts overlap learning."""
 
     backend: str = "hf"  # hf | vllm | scripted (a teacher) ... any `make_backend` name
     options: dict = field(default_factory=lambda: {"model": "smollm2"})
-    budget: int = 32  # builder actions per episode (paper 000 A.7 horizon 32)
+    workers: int = 2
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+    max_restarts: int = 4
+    budget: int = 32  # actions (builder) or rounds (researcher) per episode
     max_new_tokens: int = 256
     temperature: float = 1.0
     top_p: float = 1.0
-    probe_every: int = 8  # k
-    max_probes: int = 4
-    hint_every: int = 0  # K_h; 0: no hints
-    listing_lines: int = 40
+    hint_every: int = 0  # K_h: a hint every K_h turns of a training rollout (0: off); never at evaluation
     torch_threads: int = 0  # 0: torch's default
-    crash: CrashPlan = field(default_factory=CrashPlan)
-    constrained: bool = False  # tool calls under the tools' grammar; `sources` held to the corpus's documents
-    content_executor: str = "none"  # extractive: writes the text of files whose call leaves it out
+    crash: CrashPlan = field(default_factory=CrashPlan)  # injected faults (tests)
+    constrained: bool = True  # tool calls sampled under the tools' grammar (a teacher's never are)
+    asynchronous: bool = False  # one-step off-policy: step t+1's rollouts run on the weights before update t
+    # while the learner updates on step t (staleness 1, bounded by off_policy.max_staleness)
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "budget", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
+        if self.hint_every < 0 or self.max_restarts < 0 or self.cpus_per_worker < 0 or self.gpus_per_worker < 0:
+            raise ConfigError("rollout.hint_every, max_restarts, cpus_per_worker and gpus_per_worker must be >= 0, "
+                              f"got {self.hint_every}, {self.max_restarts}, {self.cpus_per_worker}, "
+                              f"{self.gpus_per_worker}")
+
+
+EXECUTORS = ("extractive", "none")
+TOOL_LISTINGS = ("schema", "signatures")
+
+
+@dataclass
+class BuilderRolloutConfig(RolloutConfig):
+    """The builder's rollout workers (paper 000: horizon 32 actions, no hints)."""
+
+    listing_lines: int = 40
+    content_executor: str = "extractive"  # who writes file text the builder leaves out: extractive | none
+    tool_listing: str = "schema"  # schema: JSON schemas in the system turn | signatures: a short line a tool
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.content_executor not in EXECUTORS:
+            raise ConfigError(f"rollout.content_executor must be one of {', '.join(EXECUTORS)}, "
+                              f"got {self.content_executor!r}")
+        if self.tool_listing not in TOOL_LISTINGS:
+            raise ConfigError(f"rollout.tool_listing must be one of {', '.join(TOOL_LISTINGS)}, "
+                              f"got {self.tool_listing!r}")
 
 
 @dataclass
@@ -61,7 +99,7 @@ class BuildJob:
     hints: list[HintReference] = field(default_factory=list)
     greedy: bool = False
     teacher: str = ""  # a scripted policy name: run it instead of the backend, tokenized by the backend
-    budget: int = 0  # builder actions; 0: the worker spec's budget
+    budget: int = 0  # builder actions; 0: the rollout section's budget
 
 
 @dataclass
@@ -86,13 +124,11 @@ class RolloutRecord:
 class ProbingEnv:
     """A builder `ToolEnv` that freezes the workspace at probe turns and adds training hints."""
 
-    def __init__(self, env: Any, workspace: Any, spec: RolloutSpec, hints: list[HintReference]) -> None:
-        from librarian.rewards.probes import ProbeSchedule
-
+    def __init__(self, env: Any, workspace: Any, schedule: Any, hint_every: int, hints: list[HintReference]) -> None:
         self.env = env
         self.workspace = workspace
-        self.schedule = ProbeSchedule(every=spec.probe_every, max_probes=spec.max_probes)
-        self.hint_every = spec.hint_every if hints else 0
+        self.schedule = schedule
+        self.hint_every = hint_every if hints else 0
         self.hints = hints
         self.turn = 0
         self.calls: list[dict] = []
@@ -167,8 +203,9 @@ class TeacherBackend:
 class BuilderRolloutWorker:
     """Owns one policy backend; runs build jobs; loads published weights on demand."""
 
-    def __init__(self, spec: RolloutSpec, backend: Any = None) -> None:
-        """`backend`: an already built policy backend (in-process use); None builds `spec.backend`."""
+    def __init__(self, spec: RolloutConfig, reward: RewardConfig | None = None, backend: Any = None) -> None:
+        """`spec`: the rollout section; `reward`: the probe schedule (`every`, `max_probes`; default paper 000's);
+        `backend`: an already built policy backend (in-process use), None builds `spec.backend`."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         if spec.torch_threads:
             import torch
@@ -177,6 +214,7 @@ class BuilderRolloutWorker:
         from librarian.models import make_backend
 
         self.spec = spec
+        self.reward = reward or RewardConfig()
         self.backend = backend if backend is not None else make_backend(spec.backend, **dict(spec.options))
         self.version = int(getattr(self.backend, "policy_version", -1))
 
@@ -210,18 +248,21 @@ class BuilderRolloutWorker:
         if self.spec.crash.should_crash(job.job_id, 0):
             self.spec.crash.crash(job.job_id)
 
-    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = ()) -> list:
+    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = (),
+                 folders: tuple[str, ...] = ()) -> list:
         """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
-        evaluation, seeded by the job; then the injected crash point after the work."""
+        evaluation, seeded by the job; then the injected crash point after the work. Under the grammar
+        `sources` may name only `paths` (the raw documents) and `list` only `folders` (those that exist)."""
         from librarian.models.base import SamplingParams
         from librarian.roles import LoopConfig, run_episodes
 
-        spec = self.spec
+        spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
         loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
                                          seed=job.seed),
                           constrained=spec.constrained and not job.teacher,
-                          grammar_enums=(("sources", paths),) if paths else ())
+                          grammar_enums=tuple((k, v) for k, v in (("sources", paths), ("list.path", folders)) if v),
+                          tool_listing=spec.tool_listing)
         backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
         trajectories = run_episodes(envs, backend, role, loop)
         if spec.crash.should_crash(job.job_id, job.group_size):
@@ -230,11 +271,13 @@ class BuilderRolloutWorker:
 
     def run(self, job: BuildJob, box: list | None = None) -> list[RolloutRecord]:
         """Build the job's corpus `group_size` times; one record per build, in group order."""
+        from librarian.rewards.probes import ProbeSchedule
         from librarian.roles import ToolContext, ToolEnv, librarian_builder
         from librarian.workspace import Workspace
 
         self.begin(job, box)
-        spec = self.spec
+        spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
+        schedule = ProbeSchedule(every=self.reward.every, max_probes=self.reward.max_probes)
         role = librarian_builder(budget=job.budget or spec.budget)
         envs, spaces = [], []
         for _ in range(job.group_size):
@@ -242,9 +285,10 @@ class BuilderRolloutWorker:
             spaces.append(ws)
             env = ToolEnv(role, ToolContext(ws, extra=content_executor(spec.content_executor)),
                           build_task(ws, spec.listing_lines))
-            envs.append(ProbingEnv(env, ws, spec, job.hints))
+            envs.append(ProbingEnv(env, ws, schedule, spec.hint_every, job.hints))
         paths = tuple(n.path for n in spaces[0] if n.kind == "raw") if spec.constrained else ()
-        trajectories = self.episodes(job, envs, role, paths)
+        folders = ("", *(n.path for n in spaces[0] if n.kind == "directory")) if spec.constrained else ()
+        trajectories = self.episodes(job, envs, role, paths, folders)
         return [RolloutRecord(job.job_id, job.corpus_id, i, traj, self.version, env.probes, snapshot(ws),
                               [float(t.actions) for t in traj.turns], os.getpid())
                 for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +24,10 @@ class TopologyError(ValueError):
 
 @dataclass
 class RayConfig:
-    """How to reach Ray: `address` '' starts a local session (`ray.init()`), 'auto' joins a cluster."""
+    """How to reach Ray: a cluster named by `address` or $RAY_ADDRESS is joined, else a local Ray starts."""
 
-    address: str = ""
+    address: str = ""  # '' joins $RAY_ADDRESS when set (as in `ray job submit`), else starts a local Ray; auto,
+    # host:port or ray://host:10001 join that cluster; local starts a new one here even when RAY_ADDRESS is set
     num_cpus: int = 0  # local session: logical CPUs (0: enough for every actor, at least os.cpu_count())
     temp_dir: str = ""  # local session: short path (socket paths must stay under 107 bytes)
     placement_group: bool = True
@@ -64,19 +64,12 @@ def check(ray_cfg: RayConfig, rollout: Resources, workers: int) -> None:
 
 
 def start(ray_cfg: RayConfig, needed_cpus: float) -> bool:
-    """Start or join Ray unless it is running; True when this call started it (so the caller shuts it down)."""
-    import ray
+    """Join or start Ray (`librarian.cluster.ray_init`) unless it is running; True when this call connected
+    (so the caller shuts it down). Only a local Ray gets `num_cpus` and `temp_dir`."""
+    from librarian.cluster.ray_init import connect
 
-    if ray.is_initialized():
-        return False
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    if ray_cfg.address:
-        ray.init(address=ray_cfg.address, log_to_driver=True)
-        return True
     cpus = ray_cfg.num_cpus or max(int(needed_cpus + 0.999), os.cpu_count() or 1)
-    temp = ray_cfg.temp_dir or os.path.join(tempfile.gettempdir(), f"ray{os.getuid()}")
-    ray.init(num_cpus=cpus, include_dashboard=False, _temp_dir=temp, log_to_driver=False, configure_logging=False)
-    return True
+    return connect(ray_cfg.address, num_cpus=cpus, temp_dir=ray_cfg.temp_dir).owned
 
 
 class Topology:

@@ -11,6 +11,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from librarian.datasets.records import Bundle, DatasetError
@@ -41,6 +42,8 @@ def _parser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--max-family-tree-size", type=int, default=25)
         p.add_argument("--num-questions-per-type", type=int, default=10)
         p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--question-depth", type=int, default=None,
+                       help="depth of PhantomWiki's question grammar (default: the generator's, 6)")
         p.add_argument("--paper-scale", action="store_true", help="16 trees, 60 questions per template")
         p.add_argument("--input", help="convert an existing PhantomWiki output folder instead of generating")
     elif name == "memorygym":
@@ -91,6 +94,8 @@ def _build(name: str, a: argparse.Namespace) -> tuple[Bundle, dict]:
             return convert(a.input, seed=a.seed, config={"input": a.input}), extra
         cfg = PWConfig.paper_scale(a.seed) if a.paper_scale else PWConfig(
             a.num_family_trees, a.max_family_tree_size, a.seed, a.num_questions_per_type)
+        if a.question_depth is not None:
+            cfg = replace(cfg, question_depth=a.question_depth)
         return build_phantomwiki(Path(a.out), cfg), extra
     if name == "memorygym":
         from librarian.datasets.memorygym import MemoryGymConfig, build_memorygym
@@ -122,9 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `librarian data`; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     known = names()
-    if not args or args[0] in ("-h", "--help"):
-        print(f"usage: librarian data <{'|'.join(known)}> [options] --out DIR")
+    usage = f"usage: librarian data <{'|'.join(known)}> [options] --out DIR"
+    if args and args[0] in ("-h", "--help"):
+        print(usage)
         return 0
+    if not args:  # a missing dataset is a usage error, as argparse treats a missing argument
+        print(f"{usage}\nlibrarian data: name a dataset", file=sys.stderr)
+        return 2
     name = args[0]
     if name not in known:
         print(f"librarian data: unknown dataset {name!r}; choose one of {', '.join(known)}", file=sys.stderr)

@@ -1,11 +1,13 @@
 """The official PhantomWiki arm: run the real generator (phantom-wiki 1.0.3) and convert its output.
 
-Articles become a store: each fact sentence is a raw document whose `source`
-names its article. Questions keep PhantomWiki's list answers, template,
-type, difficulty and aggregation flag, and get the KBGym split scheme with two
-reserved templates for test_out. Grading is PhantomWiki's set-based
-precision/recall/F1 (`pw_set_f1`). PhantomWiki's relations carry no per-fact
-supports, so `support` is empty.
+Articles become a store of atomic documents, one per fact
+(`phantomwiki_articles`), each naming its article and sentence. Questions
+keep PhantomWiki's list answers, template, type, difficulty and aggregation
+flag, get typed keys from their Prolog query (aggregations included), and
+are all placed in the KBGym split scheme with two reserved templates for
+test_out, split sizes in proportion to the question count. Grading is
+PhantomWiki's set-based precision/recall/F1 (`pw_set_f1`). PhantomWiki's
+relations carry no per-fact supports, so `support` is empty.
 """
 
 from __future__ import annotations
@@ -18,23 +20,35 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from librarian.datasets.phantomwiki_articles import COLLECTION, article_documents
 from librarian.datasets.records import Bundle, CorpusDoc, DatasetError, Question, dumps_json
-from librarian.datasets.splits import Sizes, assign_splits
+from librarian.datasets.splits import Sizes, assign_proportional
 
-COLLECTION = "phantomwiki"
-ATTRIBUTE_PREDICATES = {"dob", "job", "hobby", "gender", "occupation", "age"}
-META_PREDICATES = {"aggregate_all", "count", "findall", "setof", "bagof", "length", "sort", "member"}
+# attribute predicates and the key type each value gets (others are relations between people)
+ATTRIBUTE_KEYS = {"dob": "date", "job": "job", "hobby": "hobby", "gender": "gender", "occupation": "job",
+                  "age": "age"}
+META_PREDICATES = {"aggregate_all", "count", "distinct", "findall", "setof", "bagof", "length", "sort", "member"}
+_CALL = re.compile(r"(\w+)\(([^()]*)\)")
 
 
 @dataclass(frozen=True, slots=True)
 class PWConfig:
-    """Generator options (the small seeded default runs in about 2 s)."""
+    """Generator options (the small seeded default runs in about 2 s); `question_depth` None: the
+    generator's own default (6, eight templates)."""
 
     num_family_trees: int = 2
     max_family_tree_size: int = 25
     seed: int = 1
     num_questions_per_type: int = 10
     question_depth: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("num_family_trees", "max_family_tree_size", "num_questions_per_type"):
+            if getattr(self, name) < 1:
+                raise DatasetError(f"phantomwiki: {name} must be >= 1, got {getattr(self, name)}")
+        if self.question_depth is not None and self.question_depth < 4:
+            raise DatasetError(f"phantomwiki: question_depth must be >= 4 (the grammar's least depth), "
+                               f"got {self.question_depth}")
 
     @classmethod
     def paper_scale(cls, seed: int = 1) -> PWConfig:
@@ -84,44 +98,30 @@ def _need(rec: dict, fields: tuple[str, ...], path: Path, i: int) -> None:
 
 
 def article_docs(raw_dir: Path) -> list[CorpusDoc]:
-    """One raw document per fact sentence of every article (headings dropped)."""
+    """One atomic document per fact of every article (`phantomwiki_articles.article_documents`)."""
     path = raw_dir / "articles.json"
     docs: list[CorpusDoc] = []
     for i, art in enumerate(_load_json(path, "articles")):
         _need(art, ("title", "article"), path, i)
-        section = ""
-        k = 0
-        for line in art["article"].splitlines():
-            line = line.strip()
-            if not line or line.startswith("# "):
-                continue
-            if line.startswith("## "):
-                section = line[3:].strip()
-                continue
-            docs.append(CorpusDoc(
-                id=f"pw{len(docs):05d}", text=line, origin=f"{art['title']}#{k}", collection=COLLECTION,
-                source=art["title"], title=art["title"], extra={"section": section},
-            ))
-            k += 1
+        docs += article_documents(art, path, i, start=len(docs))
     return docs
 
 
-def _keys(prolog_query: list[str]) -> list[str]:
+def query_keys(prolog_query: list[str]) -> list[str]:
+    """The typed keys of a Prolog query: `person:` names, `relation:` predicates and attribute values
+    (`date:`, `job:`, `hobby:`), including those inside `aggregate_all(count, distinct(...), C)`."""
     keys: list[str] = []
     for atom in prolog_query:
-        m = re.match(r"\s*(\w+)\((.*)\)\s*$", atom)
-        if not m:
-            continue
-        pred, args = m.group(1), m.group(2)
-        if pred in META_PREDICATES:
-            continue
-        quoted = re.findall(r'"([^"]*)"', args)
-        if pred in ATTRIBUTE_PREDICATES:
-            keys += [f"{pred}:{v}" for v in quoted]
-        else:
-            keys.append(f"relation:{pred}")
-            keys += [f"person:{v}" for v in quoted]
-    return keys
+        for pred, args in _CALL.findall(atom):
+            if pred in META_PREDICATES:
+                continue
+            quoted = re.findall(r'"([^"]*)"', args)
+            if pred in ATTRIBUTE_KEYS:
+                keys += [f"{ATTRIBUTE_KEYS[pred]}:{v}" for v in quoted]
+            else:
+                keys.append(f"relation:{pred}")
+                keys += [f"person:{v}" for v in quoted]
+    return list(dict.fromkeys(keys))
 
 
 def _shape(template: list[str]) -> str:
@@ -146,7 +146,7 @@ def question_records(raw_dir: Path) -> list[Question]:
         out.append(Question(
             id=f"pwq{len(out):04d}", question=q["question"], answers=[str(a) for a in q["answer"]],
             split="", qclass=_shape(template), template=f"pw_t{q['type']}", collection=COLLECTION,
-            metric="pw_set_f1", keys=_keys(query),
+            metric="pw_set_f1", keys=query_keys(query),
             extra={"pw_id": str(q["id"]), "type": str(q["type"]), "difficulty": str(q["difficulty"]),
                    "is_aggregation_question": str(bool(q["is_aggregation_question"])).lower(),
                    "template_text": " ".join(template), "prolog_query": dumps_json(query)},
@@ -156,10 +156,11 @@ def question_records(raw_dir: Path) -> list[Question]:
 
 def convert(raw_dir: str | Path, sizes: Sizes | None = None, seed: int = 1, reserved: int = 2,
             config: dict | None = None) -> Bundle:
-    """A Bundle from a PhantomWiki output folder (articles.json and questions.json)."""
+    """A Bundle from a PhantomWiki output folder (articles.json and questions.json); every question is
+    placed in a split, `sizes` read as proportions."""
     raw = Path(raw_dir)
     docs = article_docs(raw)
-    questions, record = assign_splits(question_records(raw), sizes or Sizes(), reserved, seed)
+    questions, record = assign_proportional(question_records(raw), sizes or Sizes(), reserved, seed)
     cfg = dict(config or {})
     cfg.update({"split_seed": seed, **record})
     return Bundle(name="phantomwiki", corpus=docs, questions=questions, config=cfg)

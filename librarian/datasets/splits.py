@@ -1,9 +1,10 @@
-"""The shared split scheme for externally generated questions (PhantomWiki, Memory-Gym).
+"""The shared split scheme for externally generated questions (PhantomWiki).
 
 Reserved templates feed test_out and the "out" half of eval; the others feed
 train, test_in and the "in" half of eval, round-robin over templates. Every
-question lands in at most one split. When the questions cannot fill the
-requested sizes, all sizes shrink by one common factor (recorded by the caller).
+question lands in at most one split. `assign_splits` fills fixed sizes (all
+shrinking by one common factor when the questions cannot fill them);
+`assign_proportional` places every question, the sizes read as proportions.
 """
 
 from __future__ import annotations
@@ -59,9 +60,19 @@ def take_balanced(questions: list[Question], n: int) -> list[Question]:
     return out
 
 
-def assign_splits(questions: list[Question], sizes: Sizes, reserved: int, seed: int
-                  ) -> tuple[list[Question], dict[str, object]]:
-    """Questions with their split set, and a record of the reserved templates and sizes used."""
+def _shares(total: int, weights: tuple[int, ...]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainders; the shares sum to `total`)."""
+    if total <= 0 or sum(weights) <= 0:
+        return [0] * len(weights)
+    exact = [total * w / sum(weights) for w in weights]
+    out = [int(x) for x in exact]
+    for i in sorted(range(len(weights)), key=lambda i: (out[i] - exact[i], i))[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def _reserve(questions: list[Question], reserved: int, seed: int) -> tuple[list[str], dict[str, list[Question]]]:
+    """The reserved templates (drawn by the seed) and every template's questions, shuffled."""
     templates = sorted({q.template for q in questions})
     if len(templates) <= reserved:
         raise DatasetError(f"need more than {reserved} templates to reserve {reserved} for test_out; "
@@ -73,6 +84,44 @@ def assign_splits(questions: list[Question], sizes: Sizes, reserved: int, seed: 
         groups[q.template].append(q)
     for t in groups:
         rng.shuffle(groups[t])
+    return held, groups
+
+
+def _place(plan: list[tuple[str, str, int, dict[str, list[Question]]]]) -> list[Question]:
+    result: list[Question] = []
+    for split, part, n, pool in plan:
+        for q in _take_round_robin(pool, n):
+            extra = dict(q.extra)
+            if part:
+                extra["eval_part"] = part
+            result.append(replace(q, split=split, extra=extra))
+    return result
+
+
+def assign_proportional(questions: list[Question], sizes: Sizes, reserved: int, seed: int
+                        ) -> tuple[list[Question], dict[str, object]]:
+    """Every question placed: the trained templates' questions shared among train, test_in and eval (in)
+    in the proportions of `sizes`, the reserved templates' among test_out and eval (out)."""
+    held, groups = _reserve(questions, reserved, seed)
+    trained = {t: v for t, v in groups.items() if t not in held}
+    out_groups = {t: v for t, v in groups.items() if t in held}
+    n_in = sum(len(v) for v in trained.values())
+    n_out = sum(len(v) for v in out_groups.values())
+    train, test_in, eval_in = _shares(n_in, (sizes.train, sizes.test_in, sizes.eval_in))
+    test_out, eval_out = _shares(n_out, (sizes.test_out, sizes.eval_out))
+    used = Sizes(train, test_in, test_out, eval_in, eval_out)
+    result = _place([("train", "", train, trained), ("test_in", "", test_in, trained),
+                     ("eval", "in", eval_in, trained), ("test_out", "", test_out, out_groups),
+                     ("eval", "out", eval_out, out_groups)])
+    need = sizes.train + sizes.test_in + sizes.test_out + sizes.eval_in + sizes.eval_out
+    record = {"reserved_templates": held, "sizes": asdict(used), "scale": round(len(result) / need, 4) if need else 0}
+    return result, record
+
+
+def assign_splits(questions: list[Question], sizes: Sizes, reserved: int, seed: int
+                  ) -> tuple[list[Question], dict[str, object]]:
+    """Questions with their split set, and a record of the reserved templates and sizes used."""
+    held, groups = _reserve(questions, reserved, seed)
     n_in = sum(len(v) for t, v in groups.items() if t not in held)
     n_out = sum(len(v) for t, v in groups.items() if t in held)
     need_in = sizes.train + sizes.test_in + sizes.eval_in
@@ -81,18 +130,8 @@ def assign_splits(questions: list[Question], sizes: Sizes, reserved: int, seed: 
     used = sizes if factor >= 1.0 else sizes.scaled(factor)
     trained = {t: v for t, v in groups.items() if t not in held}
     out_groups = {t: v for t, v in groups.items() if t in held}
-    result: list[Question] = []
-    for split, part, n, pool in (
-        ("train", "", used.train, trained),
-        ("test_in", "", used.test_in, trained),
-        ("test_out", "", used.test_out, out_groups),
-        ("eval", "in", used.eval_in, trained),
-        ("eval", "out", used.eval_out, out_groups),
-    ):
-        for q in _take_round_robin(pool, n):
-            extra = dict(q.extra)
-            if part:
-                extra["eval_part"] = part
-            result.append(replace(q, split=split, extra=extra))
+    result = _place([("train", "", used.train, trained), ("test_in", "", used.test_in, trained),
+                     ("test_out", "", used.test_out, out_groups), ("eval", "in", used.eval_in, trained),
+                     ("eval", "out", used.eval_out, out_groups)])
     record = {"reserved_templates": held, "sizes": asdict(used), "scale": round(factor, 4)}
     return result, record

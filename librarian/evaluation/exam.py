@@ -229,10 +229,14 @@ def summarize(results: Sequence[ExamResult]) -> dict[str, Any]:
 
 
 def compare(store: Sequence[ExamResult], flat: Sequence[ExamResult], n_boot: int = 2000, seed: int = 0,
-            delta: float = 0.03) -> dict[str, Any]:
-    """A store's exam against the flat store's on the same (question, repeat) pairs, with bootstrap CIs."""
+            delta: float = 0.03, floor: float | None = None) -> dict[str, Any]:
+    """A store's exam against the flat store's on the same (question, repeat) pairs, with bootstrap CIs.
+
+    With a `floor`, rho (and its CI) and non-inferiority are None when the
+    flat store's F1 is below it, and `failure` says so.
+    """
     from librarian.evaluation.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
-    from librarian.evaluation.metrics.rho import rho_ci
+    from librarian.evaluation.metrics.rho import floor_failure, rho_ci
 
     by_key = {(r.qid, r.repeat): r for r in flat}
     missing = [r.qid for r in store if (r.qid, r.repeat) not in by_key]
@@ -251,7 +255,12 @@ def compare(store: Sequence[ExamResult], flat: Sequence[ExamResult], n_boot: int
     actions = bootstrap_ci(s_act, clusters=clusters, n_boot=n_boot, seed=seed)
     delta_f1 = paired_bootstrap_ci(s_f1, f_f1, clusters=clusters, n_boot=n_boot, seed=seed)
     summary = summarize([a for a, _ in pairs])
-    return {**summary, "f1_ci": f1.as_list(), "actions_ci": actions.as_list(), "rho": rho.point,
-            "rho_ci": rho.as_list(), "rho_ci_excludes_1": rho.excludes(1.0), "f1_delta": delta_f1.point,
-            "f1_delta_ci": delta_f1.as_list(), "f1_flat": sum(f_f1) / len(f_f1),
-            "non_inferior": summary["f1"] >= sum(f_f1) / len(f_f1) - delta}
+    out = {**summary, "f1_ci": f1.as_list(), "actions_ci": actions.as_list(), "rho": rho.point,
+           "rho_ci": rho.as_list(), "rho_ci_excludes_1": rho.excludes(1.0), "f1_delta": delta_f1.point,
+           "f1_delta_ci": delta_f1.as_list(), "f1_flat": sum(f_f1) / len(f_f1),
+           "non_inferior": summary["f1"] >= sum(f_f1) / len(f_f1) - delta}
+    failure = floor_failure(out["f1_flat"], summary["f1"], floor)
+    if failure:
+        out.update({"rho": None, "rho_ci": None, "rho_ci_excludes_1": None, "non_inferior": None,
+                    "failure": failure})
+    return out

@@ -1,9 +1,13 @@
-"""The evaluation report: one self-contained HTML page (tables, plots inlined as PNG data URIs, config)."""
+"""The evaluation report: one self-contained HTML page (tables, plots inlined as PNG data URIs, config).
+
+The page is a jinja2 template (`templates/report.html.j2`) with autoescaping on,
+so a store name, note or config value is always shown as text, never as markup.
+"""
 
 from __future__ import annotations
 
 import base64
-import html
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,44 +40,37 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join([head, rule, *body])
 
 
-def _img(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<figure><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"><figcaption>' \
-           f"{html.escape(path.name)}</figcaption></figure>"
+@functools.cache
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("librarian.evaluation", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["fmt"] = fmt
+    env.filters["pretty"] = lambda value: json.dumps(value, indent=1, default=str)
+    return env
+
+
+def render_report(title: str, rows: Sequence[Mapping[str, Any]], plots: Sequence[str | Path],
+                  notes: Sequence[str] = (), extra: Mapping[str, Any] | None = None,
+                  config: Mapping[str, Any] | None = None) -> str:
+    """The report page; a plot that does not exist is named as missing rather than failing the page."""
+    figures = []
+    for p in map(Path, plots):
+        data = base64.b64encode(p.read_bytes()).decode("ascii") if p.is_file() else ""
+        figures.append({"name": p.name, "stem": p.stem, "data": data})
+    return _environment().get_template("report.html.j2").render(
+        title=title, columns=COLUMNS, rows=list(rows), notes=list(notes), plots=figures, extra=extra or {},
+        config=config or {})
 
 
 def write_report(path: str | Path, title: str, rows: Sequence[Mapping[str, Any]], plots: Sequence[str | Path],
                  notes: Sequence[str] = (), extra: Mapping[str, Any] | None = None,
                  config: Mapping[str, Any] | None = None) -> Path:
-    """Write the report; plots that do not exist are named as missing rather than failing the report."""
+    """Write the report page to `path` (its folder is created)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(fmt(r.get(k)))}</td>" for k, _ in COLUMNS) + "</tr>"
-                   for r in rows)
-    figures = []
-    for p in map(Path, plots):
-        figures.append(_img(p) if p.is_file() else f"<p>plot {html.escape(p.name)} was not written</p>")
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(title)}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
-        "td:first-child{text-align:left}img{max-width:100%}pre{background:#f8f8f8;padding:1em;overflow:auto}"
-        "</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>",
-        "<p>rho: mean reader actions on the store over the flat store's on the same questions (below 1 is "
-        "cheaper); intervals are bootstrap 95% CIs.</p>",
-        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
-        "".join(f"<p>{html.escape(n)}</p>" for n in notes),
-        "<h2>Plots</h2>", "".join(figures),
-    ]
-    if extra:
-        parts += ["<h2>Details</h2>", f"<pre>{html.escape(json.dumps(extra, indent=1, default=str))}</pre>"]
-    if config:
-        parts += ["<h2>Configuration</h2>", f"<pre>{html.escape(json.dumps(config, indent=1, default=str))}</pre>"]
-    parts.append("</body></html>")
-    out.write_text("\n".join(parts), encoding="utf-8")
+    out.write_text(render_report(title, rows, plots, notes, extra, config), encoding="utf-8")
     return out
 
 
@@ -94,8 +91,10 @@ def plot_all(out: Path, rows: Sequence[Mapping[str, Any]], exams: Mapping[str, S
 
     plots: list[Path] = []
     extra: dict[str, Any] = {}
-    points = [RhoPoint(r["name"], r["coverage_one_hop"], r["rho"], CI(r["rho"], *r["rho_ci"])) for r in rows]
-    plots.append(plot_rho_vs_coverage(points, out / "rho_vs_coverage.png"))
+    points = [RhoPoint(r["name"], r["coverage_one_hop"], r["rho"], CI(r["rho"], *r["rho_ci"])) for r in rows
+              if r.get("rho") is not None]  # rho is not reported below the F1 floor
+    if points:
+        plots.append(plot_rho_vs_coverage(points, out / "rho_vs_coverage.png"))
     curves = [AmortizationCurve(r["name"], float(r["construction_tokens"]), float(r["tokens_read"]),
                                 min(1.0, max(r["f1"], 1e-3))) for r in rows]
     plots.append(plot_amortization(curves, out / "amortization.png"))

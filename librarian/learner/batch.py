@@ -102,6 +102,44 @@ def split(samples: Sequence[PolicySample], parts: int) -> list[list[PolicySample
     return out
 
 
+def padded_tokens(samples: Sequence[PolicySample]) -> int:
+    """What a micro-batch costs once collated: rows x its longest row."""
+    return len(samples) * max((len(s.token_ids) for s in samples), default=0)
+
+
+def micro_batches(samples: Sequence[PolicySample], grad_accum: int = 1,
+                  max_tokens: int = 0) -> list[list[PolicySample]]:
+    """The micro-batches of one update: `grad_accum` contiguous parts (fewer when there are fewer samples), or,
+    with `max_tokens` > 0, parts of at most `max_tokens` padded tokens (longest first, so rows of similar
+    length share a part and little is padding; a sequence longer than the budget is a part of its own)."""
+    if not samples:
+        raise LearnerError("cannot make micro-batches of an empty batch")
+    if max_tokens <= 0:
+        return split(samples, min(grad_accum, len(samples)))
+    order = sorted(range(len(samples)), key=lambda i: -len(samples[i].token_ids))
+    parts: list[list[int]] = [[]]
+    for i in order:
+        width = len(samples[parts[-1][0]].token_ids) if parts[-1] else len(samples[i].token_ids)
+        if parts[-1] and (len(parts[-1]) + 1) * width > max_tokens:
+            parts.append([])
+        parts[-1].append(i)
+    return [[samples[i] for i in sorted(part)] for part in parts]
+
+
+def spread(parts: Sequence[Sequence[PolicySample]], count: int) -> list[list[PolicySample]]:
+    """`parts` split further (the costliest part in two halves, again and again) until there are `count` of
+    them or every part holds one sample: each rank of a ZeRO-2/3 group must run as many backward passes."""
+    out = [list(p) for p in parts]
+    while len(out) < count:
+        splittable = [i for i, p in enumerate(out) if len(p) > 1]
+        if not splittable:
+            break
+        i = max(splittable, key=lambda j: padded_tokens(out[j]))
+        part = out.pop(i)
+        out[i:i] = [part[:len(part) // 2], part[len(part) // 2:]]
+    return out
+
+
 def samples_from_trajectory(trajectory: Any, turn_advantages: Mapping[int, float],
                             policy_version: int = -1) -> list[PolicySample]:
     """The trajectory's packed segments, each generated token carrying its turn's advantage.

@@ -1,7 +1,11 @@
 """Checkpoint files: a folder with trainable weights, optimizer state, RNG states and a JSON header.
 
 Written to a temporary sibling folder and renamed into place, so a crash
-never leaves half a checkpoint under the final name.
+never leaves half a checkpoint under the final name. A learner group stages
+one folder (rank 0 makes it), every rank writes its own files into it
+(`rng_rank{r}.pt`, DeepSpeed's partitioned states), and rank 0 commits it
+once all ranks' files are there: the folder must be on a filesystem every
+learner node shares.
 """
 
 from __future__ import annotations
@@ -40,25 +44,42 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def rng_stem(rank: int) -> str:
+    """The RNG file stem of learner rank `rank` (rank 0's is `rng`, as a single learner's)."""
+    return "rng" if rank == 0 else f"rng_rank{rank}"
+
+
+def stage(folder: str | Path) -> Path:
+    """A new temporary sibling of `folder` to write a checkpoint into."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=folder.name + ".tmp.", dir=folder.parent))
+
+
+def commit(tmp: Path, folder: str | Path, header: dict[str, Any], tensors: dict[str, Any]) -> Path:
+    """Write `tensors` (file stem -> object for `torch.save`) and the header into `tmp`, then rename it to
+    `folder` (replacing an older checkpoint there)."""
+    folder = Path(folder)
+    for stem, obj in tensors.items():
+        torch.save(obj, tmp / f"{stem}.pt")
+    (tmp / HEADER).write_text(json.dumps({"format": FORMAT, **header}, indent=2, sort_keys=True))
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+    return folder
+
+
 def write(folder: str | Path, header: dict[str, Any], tensors: dict[str, Any],
           engine_save: Any = None) -> Path:
     """Write a checkpoint folder atomically; `tensors` maps file stem -> object for `torch.save`."""
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp.", dir=folder.parent))
+    tmp = stage(folder)
     try:
-        for stem, obj in tensors.items():
-            torch.save(obj, tmp / f"{stem}.pt")
         if engine_save is not None:
             engine_save(tmp)
-        (tmp / HEADER).write_text(json.dumps({"format": FORMAT, **header}, indent=2, sort_keys=True))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        return commit(tmp, folder, header, tensors)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return folder
 
 
 def read_header(folder: str | Path) -> dict[str, Any]:

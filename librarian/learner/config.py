@@ -9,6 +9,8 @@ from librarian.learner.errors import LearnerError
 AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k3+", "k1+", "low_var_kl+")
 ENGINES = ("torch", "deepspeed")
+PRECISIONS = ("fp32", "bf16")
+ROLLOUT_IS = ("none", "token", "sequence")
 
 
 @dataclass
@@ -35,6 +37,9 @@ class LossConfig:
     kl_coef: float = 0.0
     kl_type: str = "low_var_kl"
     entropy_coef: float = 0.0
+    rollout_is: str = "none"  # token | sequence: truncated importance sampling against the rollout log-probs
+    # (verl's rollout correction, REINFORCE weighted by min(pi / pi_rollout, threshold)) for stale samples
+    rollout_is_threshold: float = 2.0
 
 
 @dataclass
@@ -55,15 +60,23 @@ class LearnerConfig:
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     max_grad_norm: float = 1.0
-    grad_accum: int = 1  # micro-batches per optimizer step
+    grad_accum: int = 1  # micro-batches per optimizer step (at most: never more than the samples)
+    max_tokens_per_micro_batch: int = 0  # > 0: micro-batches by token budget instead of grad_accum (verl's
+    # dynamic batch size): rows x longest row <= this; a longer sequence is a micro-batch of its own
+    logprob_chunk: int = 1024  # trained positions projected to the vocabulary at a time (0: the whole batch)
+    precision: str = "fp32"  # fp32 | bf16: bfloat16 compute with float32 master weights (DeepSpeed's bf16
+    # section; the torch engine: autocast over float32 trainable parameters)
     temperature: float = 1.0  # the rollout sampling temperature: logits are divided by it
     advantage: str = "multi_turn_grpo"
     gamma: float = 1.0
     scale_by_std: bool = True
+    filter_flat_groups: bool = False  # train only on groups whose advantages are not all zero (DAPO's
+    # dynamic sampling without refill): a step whose groups are all flat skips the update
     batch_size: int = 8
     group_size: int = 4
     seed: int = 0
     device: str = "cpu"
+    workers: int = 1  # data-parallel learner ranks (Ray actors, one per GPU or CPU slot); 1: one process, no group
     gradient_checkpointing: bool = False  # recompute activations in backward: far less memory on long sequences
     lora: LoraConfig = field(default_factory=LoraConfig)
     loss: LossConfig = field(default_factory=LossConfig)
@@ -79,8 +92,15 @@ def validate(cfg: LearnerConfig) -> LearnerConfig:
         raise LearnerError(f"learner.engine must be one of {', '.join(ENGINES)}, got {cfg.engine!r}")
     if not cfg.lr >= 0:  # 0 is the control run of a learning benchmark: everything runs, nothing moves
         raise LearnerError(f"learner.lr must be >= 0, got {cfg.lr}")
+    if cfg.workers < 1:
+        raise LearnerError(f"learner.workers must be >= 1, got {cfg.workers}")
     if cfg.grad_accum < 1:
         raise LearnerError(f"learner.grad_accum must be >= 1, got {cfg.grad_accum}")
+    if cfg.max_tokens_per_micro_batch < 0 or cfg.logprob_chunk < 0:
+        raise LearnerError("learner.max_tokens_per_micro_batch and learner.logprob_chunk must be >= 0 (0: off), "
+                           f"got {cfg.max_tokens_per_micro_batch}, {cfg.logprob_chunk}")
+    if cfg.precision not in PRECISIONS:
+        raise LearnerError(f"learner.precision must be one of {', '.join(PRECISIONS)}, got {cfg.precision!r}")
     if not cfg.temperature > 0:
         raise LearnerError(f"learner.temperature must be > 0, got {cfg.temperature}")
     if not 0 < cfg.gamma <= 1:
@@ -91,6 +111,9 @@ def validate(cfg: LearnerConfig) -> LearnerConfig:
         raise LearnerError(f"learner.loss.agg_mode must be one of {', '.join(AGG_MODES)}, got {cfg.loss.agg_mode!r}")
     if cfg.loss.kl_type not in KL_TYPES:
         raise LearnerError(f"learner.loss.kl_type must be one of {', '.join(KL_TYPES)}, got {cfg.loss.kl_type!r}")
+    if cfg.loss.rollout_is not in ROLLOUT_IS or not cfg.loss.rollout_is_threshold > 1:
+        raise LearnerError(f"learner.loss.rollout_is must be one of {', '.join(ROLLOUT_IS)} and rollout_is_threshold "
+                           f"> 1, got {cfg.loss.rollout_is!r}, {cfg.loss.rollout_is_threshold}")
     if cfg.loss.kl_coef < 0 or cfg.loss.clip_ratio <= 0 or cfg.loss.clip_ratio_c <= 1:
         raise LearnerError("learner.loss needs kl_coef >= 0, clip_ratio > 0 and clip_ratio_c > 1, "
                            f"got {cfg.loss}")

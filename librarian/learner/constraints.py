@@ -56,3 +56,37 @@ def mask_logits(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor
         return logits
     # in place: the logits are the learner's own fresh tensor, and a copy would double the largest buffer
     return logits.masked_fill_(mask.to(logits.device), torch.finfo(logits.dtype).min)
+
+
+def disallowed_rows(samples: Sequence[Any], first: int, rows: torch.Tensor, vocab: int,
+                    tokenizer: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The grammar masks of the trained positions only: (indices into `rows.nonzero()` order, (k, vocab) bool
+    masks, True where forbidden), or None when nothing is constrained. Memory grows with the constrained
+    tokens, not with batch x length x vocabulary as `disallowed_mask`'s does."""
+    spans = [(b, s, e, g) for b, sample in enumerate(samples) for s, e, g in sample.constraints if e > s]
+    if not spans:
+        return None
+    if tokenizer is None:
+        raise LearnerError("these samples were generated under a tool-call grammar; the learner needs the "
+                           "policy's tokenizer to renormalise its log-probs under the same masks")
+    from librarian.models.base import BackendError
+    from librarian.models.constrained import compiler_for
+
+    compiler = compiler_for(tokenizer, vocab)
+    index = torch.full(tuple(rows.shape), -1, dtype=torch.long)
+    where = rows.detach().cpu().nonzero(as_tuple=True)
+    index[where] = torch.arange(len(where[0]))
+    picked, masks = [], []
+    for b, start, end, grammar in spans:
+        lo, hi = start - 1 - first, end - 1 - first
+        if lo < 0 or hi > rows.shape[1]:
+            raise LearnerError(f"constraint span ({start}, {end}) falls outside the trained columns")
+        try:
+            allowed = compiler.replay_masks(grammar, samples[b].token_ids[start:end])
+        except BackendError as exc:
+            raise LearnerError(f"sample {b}: its tokens {start}..{end} do not follow their grammar: {exc}") from exc
+        at = index[b, lo:hi]
+        keep = at >= 0  # a constrained token outside the loss mask carries no loss
+        picked.append(at[keep])
+        masks.append(~allowed[keep])
+    return torch.cat(picked), torch.cat(masks)

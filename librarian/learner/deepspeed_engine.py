@@ -2,11 +2,25 @@
 
 On GPUs it uses NCCL; on CPU DeepSpeed picks its CPU accelerator and gloo by
 itself. A single process initialises a one-rank process group (rank 0,
-world 1) unless one exists (launch with `torchrun`/`deepspeed` for more).
+world 1) unless one exists: a learner group (`librarian.cluster.learner_group`)
+starts the process group of its ranks first, and DeepSpeed then partitions
+the optimizer state (ZeRO-1/2) and the parameters (ZeRO-3) over them. Each
+rank's loss is already scaled by the group size (verl's `dp_size`), so
+DeepSpeed's gradient averaging gives the gradient of the whole batch.
 The optimizer is a torch AdamW handed to DeepSpeed
 (`zero_force_ds_cpu_optimizer: false`) unless `cpu_adam` is set, which
 JIT-compiles DeepSpeed's `cpu_adam` (about 40 s the first time). JIT builds
 go to `$TORCH_EXTENSIONS_DIR`, by default `build/torch_extensions`.
+
+Accumulation is the caller's (`managed_gradient_accumulation: false`):
+`backward` may run any number of micro-batches (a token budget makes their
+number vary from step to step, an SFT epoch ends on a short batch) and
+`step` is the boundary that finishes the reduction and updates. Under
+ZeRO-2/3 every backward pass reduces (and ZeRO-3's forward passes gather)
+over the ranks, so the ranks of a group run equally many
+(`equal_micro_batches`; the learner evens them out). `precision: bf16` adds
+DeepSpeed's `bf16` section: the module computes in bfloat16 and the ZeRO
+optimizer keeps float32 master weights and AdamW states.
 """
 
 from __future__ import annotations
@@ -43,13 +57,15 @@ def _init_distributed() -> None:
 
 
 def ds_config(cfg: LearnerConfig) -> dict[str, Any]:
-    """The DeepSpeed config for `cfg` (one micro-batch per backward; `grad_accum` of them per step)."""
+    """The DeepSpeed config for `cfg`: the caller owns accumulation (any number of backward passes, then `step`);
+    `precision: bf16` adds the `bf16` section (float32 master weights in the ZeRO optimizer)."""
     zero: dict[str, Any] = {"stage": cfg.deepspeed.zero_stage}
     if cfg.deepspeed.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu"}
     conf: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": 1,
-        "gradient_accumulation_steps": cfg.grad_accum,
+        "gradient_accumulation_steps": 1,
+        "managed_gradient_accumulation": False,
         "gradient_clipping": cfg.max_grad_norm,
         "zero_optimization": zero,
         "zero_allow_untested_optimizer": True,
@@ -57,6 +73,8 @@ def ds_config(cfg: LearnerConfig) -> dict[str, Any]:
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
+    if cfg.precision == "bf16":
+        conf["bf16"] = {"enabled": True}
     if cfg.deepspeed.cpu_adam:
         conf["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.betas),
                                                          "weight_decay": cfg.weight_decay}}
@@ -79,27 +97,41 @@ class DeepSpeedEngine:
         self.ds, self.optimizer, _, _ = deepspeed.initialize(model=module, optimizer=optimizer,
                                                              model_parameters=params, config=ds_config(cfg))
         self.module = self.ds
+        self.partitioned = cfg.deepspeed.zero_stage == 3  # read or write the parameters on every rank together
+        self.equal_micro_batches = cfg.deepspeed.zero_stage >= 2  # collectives in every forward/backward pass
         self._micro = 0
 
     @property
     def device(self) -> torch.device:
         return self.ds.device
 
+    def autocast(self) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()  # DeepSpeed's bf16 section casts the module itself
+
     def backward(self, loss: torch.Tensor) -> None:
         # the learner's micro-batch losses already add up to the batch loss: no 1/gas scaling
         self.ds.backward(loss, scale_wrt_gas=False)
         self._micro += 1
-        if self._micro < self.cfg.grad_accum:
-            self.ds.step()  # DeepSpeed only counts the micro-step here; it updates at the boundary
 
     def step(self) -> float:
-        if self._micro != self.cfg.grad_accum:
-            raise LearnerError(f"deepspeed engine got {self._micro} micro-batches, expected grad_accum="
-                               f"{self.cfg.grad_accum}")
-        self.ds.step()
+        if not self._micro:
+            raise LearnerError("deepspeed engine: step() without a backward pass")
+        self.ds.step()  # the accumulation boundary: reduce (ZeRO-0/1) or finish the reduction (ZeRO-2/3), update
         self._micro = 0
         norm = self.ds.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")
+
+    def gathered_params(self, params: list[Any]) -> Any:
+        """Read `params` whole inside (ZeRO-3 gathers them from every rank: all ranks enter together)."""
+        import contextlib
+
+        import deepspeed
+
+        if self.cfg.deepspeed.zero_stage == 3:
+            return deepspeed.zero.GatheredParameters(params, modifier_rank=None)
+        return contextlib.nullcontext()
 
     def _gathered(self) -> Any:
         import deepspeed

@@ -1,8 +1,9 @@
 """The learner: one object a Ray actor can own.
 
 `step(samples) -> metrics` runs one optimizer update over a batch of
-`PolicySample`s (split into `grad_accum` micro-batches whose losses add up to
-the loss of the whole batch), `publish_weights() -> (version, payload)`,
+`PolicySample`s (split into micro-batches, `grad_accum` of them or by the token
+budget `max_tokens_per_micro_batch`, whose losses add up to the loss of the
+whole batch; log-probs come from `logprobs.token_stats`, chunk by chunk), `publish_weights() -> (version, payload)`,
 `save(dir)` / `load(dir)` with exact resume (weights, optimizer, RNG, step,
 version, samples seen, the KL reference policy, and the caller's data position
 in `extra`).
@@ -16,6 +17,14 @@ adapter-sized, never trained or published); with full weights it is a frozen
 deep copy of the model taken at construction (one more copy of every weight on
 the learner's device, without gradients or optimizer state). Both are kept
 only when `kl_coef > 0`; otherwise `freeze_reference()` does nothing.
+
+In a torch.distributed group of several ranks (`librarian.cluster.learner_group`)
+each rank's `step` gets its share of the batch: the sample and token counts of
+the whole batch are all-reduced first, so the loss normalisation is that of one
+learner on the whole batch, and the metrics are all-reduced after, so every
+rank returns the whole batch's. Every rank calls `step`, `publish_weights`,
+`save`, `load` and `freeze_reference` together (ZeRO-3 gathers its partitioned
+parameters collectively); `save` writes one folder from all ranks.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import contextlib
 import copy
 import dataclasses
 import logging
+import shutil
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,10 +43,12 @@ from typing import Any
 import torch
 
 from librarian.learner import checkpoint, lora
-from librarian.learner.batch import PolicySample, collate, split
+from librarian.learner.batch import PolicySample, TensorBatch, collate, micro_batches, split, spread
 from librarian.learner.config import LearnerConfig, validate
-from librarian.learner.constraints import disallowed_mask, mask_logits
+from librarian.learner.constraints import disallowed_mask, disallowed_rows, mask_logits
+from librarian.learner.engine import data_parallel
 from librarian.learner.errors import LearnerError
+from librarian.learner.logprobs import chunkable, hf_model, token_stats
 from librarian.learner.losses import (
     aggregate,
     batch_info,
@@ -85,8 +97,29 @@ class Learner:
         self.step_count = 0
         self.version = 0
         self.samples_seen = 0
+        self.rank, self.world = data_parallel()  # the engine has joined (DeepSpeed: started) the process group
         if self._ref_model is not None:
-            self._ref_model.to(self.engine.device)
+            dtype = torch.bfloat16 if self.cfg.precision == "bf16" else torch.float32
+            self._ref_model.to(self.engine.device, dtype=dtype)
+        self.chunked = self.cfg.logprob_chunk > 0 and chunkable(self.engine.module)
+
+    def all_reduce(self, values: Sequence[float], op: str = "sum") -> list[float]:
+        """`values` summed (`op` 'sum') or their minimum ('min') over the learner group's ranks (float64)."""
+        if self.world == 1:
+            return [float(v) for v in values]
+        import torch.distributed as dist
+
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.engine.device)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MIN)
+        return t.tolist()
+
+    def shard(self, samples: Sequence[PolicySample]) -> list[PolicySample]:
+        """This rank's contiguous share of a batch every rank holds (all of it on a single learner)."""
+        if self.world == 1:
+            return list(samples)
+        if len(samples) < self.world:
+            raise LearnerError(f"a batch of {len(samples)} samples cannot be split over {self.world} learner ranks")
+        return split(samples, self.world)[self.rank]
 
     @property
     def model(self) -> Any:
@@ -141,18 +174,57 @@ class Learner:
         with torch.no_grad():
             batch = collate(samples, self.pad_id).to(self.engine.device)
             t, first = self._targets(batch)
-            logp = token_logprobs(self._logits(batch.input_ids, batch.attention_mask, first), t["ids"])
+            logp, _ = self.token_stats(batch, t, first)
             with self._reference(base) as reference:
-                ref = token_logprobs(self._logits(batch.input_ids, batch.attention_mask, first, reference), t["ids"])
+                ref, _ = self.token_stats(batch, t, first, model=reference)
             loss_cfg = self.cfg.loss
             return float(kl_loss(logp, ref, t["mask"], loss_cfg.kl_type, loss_cfg.agg_mode, batch_info(t["mask"])))
 
-    def _logits(self, ids: torch.Tensor, attention: torch.Tensor, first: int = 0, model: Any = None) -> torch.Tensor:
-        """Next-token logits for target columns `first`.. (the vocabulary projection skips earlier positions)."""
+    def _logits(self, ids: torch.Tensor, attention: torch.Tensor, first: int = 0, model: Any = None,
+                temperature: float | None = None) -> torch.Tensor:
+        """Next-token logits (float32, the whole batch) for target columns `first`.. (the plain path)."""
         keep = ids.shape[1] - first
-        out = (self.model if model is None else model)(input_ids=ids, attention_mask=attention, use_cache=False,
-                                                        logits_to_keep=keep)
-        return out.logits[:, -keep:-1].float() / self.cfg.temperature
+        with self.engine.autocast():
+            out = (self.model if model is None else model)(input_ids=ids, attention_mask=attention, use_cache=False,
+                                                            logits_to_keep=keep)
+        return out.logits[:, -keep:-1].float() / (self.cfg.temperature if temperature is None else temperature)
+
+    def token_stats(self, batch: TensorBatch, t: dict[str, torch.Tensor], first: int, samples: Any = None,
+                    model: Any = None, rows: torch.Tensor | None = None,
+                    entropy_grad: bool = False, temperature: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs of the target tokens and the entropies, (batch, columns), at the trained positions (`rows`,
+        default the loss mask; 0 elsewhere): chunk by chunk (`logprob_chunk`), or from the whole batch's logits,
+        at `temperature` (default `learner.temperature`). `samples` bring their grammar masks."""
+        temperature = self.cfg.temperature if temperature is None else temperature
+        rows = t["mask"] > 0 if rows is None else rows
+        module = self.model if model is None else model
+        if self.chunked and (model is None or chunkable(module)):
+            head = hf_model(module).get_output_embeddings()
+            banned = disallowed_rows(samples, first, rows, head.out_features, self.tokenizer) if samples else None
+            if banned is not None:
+                banned = (banned[0].to(rows.device), banned[1])
+            with self.engine.autocast():
+                return token_stats(module, batch.input_ids, batch.attention_mask, first, t["ids"], rows,
+                                   temperature, self.cfg.logprob_chunk, banned)
+        logits = self._logits(batch.input_ids, batch.attention_mask, first, model, temperature)
+        if samples:
+            logits = mask_logits(logits, disallowed_mask(samples, first, tuple(logits.shape), self.tokenizer))
+        keep = rows.float()
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = entropy_from_logits(logits) * keep
+        return token_logprobs(logits, t["ids"]) * keep, entropy
+
+    def micro_batches(self, samples: Sequence[PolicySample]) -> list[tuple[list[PolicySample], float]]:
+        """This rank's micro-batches with their weights: `grad_accum` parts, or by the token budget. Under
+        ZeRO-2/3 every rank runs as many as the rank that needs most; one with too few samples repeats its
+        first at weight 0 (the forward and backward passes happen, the gradient is nothing)."""
+        cfg = self.cfg
+        parts = micro_batches(samples, cfg.grad_accum, cfg.max_tokens_per_micro_batch)
+        if self.world > 1 and getattr(self.engine, "equal_micro_batches", False):
+            count = int(-self.all_reduce([-len(parts)], "min")[0])  # the largest count over the ranks
+            parts = spread(parts, count)
+            return [(p, 1.0) for p in parts] + [([samples[0]], 0.0)] * (count - len(parts))
+        return [(p, 1.0) for p in parts]
 
     @staticmethod
     def _targets(batch: Any) -> tuple[dict[str, torch.Tensor], int]:
@@ -166,64 +238,68 @@ class Learner:
         if not samples:
             raise LearnerError("Learner.step needs at least one sample")
         start = time.perf_counter()
-        micro = split(samples, self.cfg.grad_accum)
-        full = collate(samples, self.pad_id).targets()["mask"]
-        info = {"dp_size": 1, "batch_num_tokens": max(1, int(full.sum())),
-                "global_batch_size": max(1, int((full.sum(dim=-1) > 0).sum()))}
+        micro = self.micro_batches(samples)
+        trained = [sum(s.loss_mask[1:]) for s in samples]
+        # the whole batch's counts (summed over the ranks' shares): the normalisation of one learner on all of it
+        n, num_tokens, num_seqs = self.all_reduce([len(samples), sum(trained), sum(1 for k in trained if k)])
+        info = {"dp_size": self.world, "batch_num_tokens": max(1, int(num_tokens)),
+                "global_batch_size": max(1, int(num_seqs))}
         totals: dict[str, float] = {"loss": 0.0, "pg_loss": 0.0, "entropy": 0.0, "kl": 0.0}
         clip: dict[str, float] = {}
         tokens = 0
         loss_cfg = self.cfg.loss
         device = self.engine.device
-        for part in micro:
+        for part, weight in micro:  # weight 0: a rank's filler pass (ZeRO-2/3 ranks run equally many)
             batch = collate(part, self.pad_id).to(device)
             t, first = self._targets(batch)
-            tokens += int(batch.attention_mask.sum())
-            logits = self._logits(batch.input_ids, batch.attention_mask, first)
-            forbidden = disallowed_mask(part, first, tuple(logits.shape), self.tokenizer)  # type: ignore[arg-type]
-            logits = mask_logits(logits, forbidden)
-            logp = token_logprobs(logits, t["ids"])
+            tokens += int(batch.attention_mask.sum()) if weight else 0
+            logp, entropy = self.token_stats(batch, t, first, part, entropy_grad=bool(loss_cfg.entropy_coef))
             pg, metrics = policy_loss(t["old"], logp, t["adv"], t["mask"], loss_cfg, info)
-            with torch.no_grad():
-                ent = aggregate(entropy_from_logits(logits.detach()), t["mask"], loss_cfg.agg_mode, info)
-            loss = pg
-            if loss_cfg.entropy_coef:
-                loss = loss - loss_cfg.entropy_coef * aggregate(entropy_from_logits(logits), t["mask"],
-                                                                loss_cfg.agg_mode, info)
+            ent = aggregate(entropy, t["mask"], loss_cfg.agg_mode, info)
+            loss = pg - loss_cfg.entropy_coef * ent if loss_cfg.entropy_coef else pg
             kl = torch.zeros(())
             if loss_cfg.kl_coef > 0:
                 with torch.no_grad(), self._reference() as reference:
-                    ref = token_logprobs(mask_logits(self._logits(batch.input_ids, batch.attention_mask, first,
-                                                                  reference), forbidden), t["ids"])
+                    ref, _ = self.token_stats(batch, t, first, part, model=reference)
                 kl = kl_loss(logp, ref, t["mask"], loss_cfg.kl_type, loss_cfg.agg_mode, info)
                 loss = loss + loss_cfg.kl_coef * kl
-            self.engine.backward(loss)
-            share = len(part) / len(samples)
-            totals["loss"] += float(loss.detach())
-            totals["pg_loss"] += float(pg.detach())
-            totals["entropy"] += float(ent)
-            totals["kl"] += float(kl.detach())
+            self.engine.backward(loss * weight)
+            share = weight * len(part) / n
+            # each rank's loss is scaled by dp_size (gradients are averaged over ranks): its share is loss / dp_size
+            totals["loss"] += weight * float(loss.detach()) / self.world
+            totals["pg_loss"] += weight * float(pg.detach()) / self.world
+            totals["entropy"] += weight * float(ent.detach()) / self.world
+            totals["kl"] += weight * float(kl.detach()) / self.world
             for k, v in metrics.items():
                 clip[k] = clip.get(k, 0.0) + share * v
+        keys = sorted(totals) + sorted(clip)
+        summed = self.all_reduce([{**totals, **clip}[k] for k in keys] + [tokens])
+        totals = {k: summed[i] for i, k in enumerate(keys) if k in totals}
+        clip = {k: summed[i] for i, k in enumerate(keys) if k in clip}
+        tokens = int(summed[-1])
         grad_norm = self.engine.step()
         if not all(map(_finite, totals.values())) or not _finite(grad_norm):
             raise LearnerError(f"non-finite loss or gradient at step {self.step_count + 1}: {totals}, "
                                f"grad_norm={grad_norm}")
         self.step_count += 1
         self.version += 1
-        self.samples_seen += len(samples)
+        self.samples_seen += int(n)
+        none = float(2**52)  # no sample with a known version
+        oldest = self.all_reduce([min((s.policy_version for s in samples if s.policy_version >= 0), default=none)],
+                                 "min")[0]
         wall = time.perf_counter() - start
-        versions = [s.policy_version for s in samples if s.policy_version >= 0]
         return {**totals, **clip, "grad_norm": grad_norm, "tokens": float(tokens),
                 "trained_tokens": float(info["batch_num_tokens"]), "tokens_per_s": tokens / max(wall, 1e-9),
                 "learner_s": wall, "step": float(self.step_count), "version": float(self.version),
-                "staleness": float(self.version - 1 - min(versions)) if versions else 0.0}
+                "staleness": float(self.version - 1 - oldest) if oldest < none else 0.0}
 
     def publish_weights(self) -> tuple[int, WeightsPayload]:
         """The current policy as (version, payload); the version grows by one per step."""
+        from librarian.models.vllm_sync import this_node
+
         kind = "lora" if self.cfg.lora.enabled else "full"
         lora = {k: v for k, v in dataclasses.asdict(self.cfg.lora).items() if k != "enabled"} if kind == "lora" else {}
-        payload = WeightsPayload(self.version, kind, self.engine.trainable_state(), lora)
+        payload = WeightsPayload(self.version, kind, self.engine.trainable_state(), lora, node=this_node())
         return self.version, payload
 
     def save(self, folder: str | Path, extra: dict[str, Any] | None = None) -> Path:
@@ -231,12 +307,49 @@ class Learner:
         header = {"step": self.step_count, "version": self.version, "samples_seen": self.samples_seen,
                   "engine": self.cfg.engine, "lora": dataclasses.asdict(self.cfg.lora), "extra": extra or {},
                   "reference": "frozen" if self.reference_frozen else "initial",
-                  "kl_reference": self.cfg.loss.kl_coef > 0}
-        tensors = {"weights": self.engine.trainable_state(), "optimizer": self.engine.optimizer_state(),
-                   "rng": checkpoint.rng_state()}
-        if self.reference_frozen:
-            tensors["reference"] = self._reference_state()
-        return checkpoint.write(folder, header, tensors, self.engine.save)
+                  "kl_reference": self.cfg.loss.kl_coef > 0, "world_size": self.world}
+        tensors: dict[str, Any] = {checkpoint.rng_stem(self.rank): checkpoint.rng_state()}
+        if self.rank == 0 or getattr(self.engine, "partitioned", False):  # ZeRO-3: every rank joins the gather
+            tensors.update(weights=self.engine.trainable_state(), optimizer=self.engine.optimizer_state())
+            if self.reference_frozen:
+                tensors["reference"] = self._reference_state()
+        if self.world == 1:
+            return checkpoint.write(folder, header, tensors, self.engine.save)
+        return self._save_group(Path(folder), header, tensors)
+
+    def _save_group(self, folder: Path, header: dict[str, Any], tensors: dict[str, Any]) -> Path:
+        """Every rank writes into one staged folder; rank 0 commits it once all ranks' files are there."""
+        import torch.distributed as dist
+
+        box = [str(checkpoint.stage(folder)) if self.rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        tmp = Path(box[0])
+        local = None
+        try:
+            self.engine.save(tmp)  # collective; DeepSpeed: each rank writes its partition
+            if self.rank:
+                torch.save(tensors[checkpoint.rng_stem(self.rank)], tmp / f"{checkpoint.rng_stem(self.rank)}.pt")
+        except Exception as exc:  # noqa: BLE001 - every rank must learn of it, or the others wait forever
+            local = f"learner rank {self.rank} could not write checkpoint {folder}: {exc!r}"
+        errors: list[Any] = [None] * self.world
+        dist.all_gather_object(errors, local)
+        verdict = [next((e for e in errors if e), None)]
+        if self.rank == 0 and verdict[0] is None:
+            missing = [r for r in range(1, self.world) if not (tmp / f"{checkpoint.rng_stem(r)}.pt").is_file()]
+            if missing:
+                verdict[0] = (f"checkpoint {folder}: learner ranks {missing} wrote their files elsewhere; put "
+                              "checkpoints on a filesystem every learner node shares")
+            else:
+                try:
+                    checkpoint.commit(tmp, folder, header, tensors)
+                except Exception as exc:  # noqa: BLE001
+                    verdict[0] = f"learner rank 0 could not write checkpoint {folder}: {exc!r}"
+        if self.rank == 0 and verdict[0] is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        dist.broadcast_object_list(verdict, src=0)
+        if verdict[0] is not None:
+            raise LearnerError(verdict[0])
+        return folder
 
     def _reference_state(self) -> dict[str, torch.Tensor]:
         """The frozen reference's tensors (detached CPU copies): adapter weights, or the full state dict."""
@@ -272,11 +385,18 @@ class Learner:
             raise LearnerError(f"checkpoint {folder} was written with engine {header['engine']!r} and lora "
                                f"{header['lora']}, this learner has {self.cfg.engine!r} and "
                                f"{dataclasses.asdict(self.cfg.lora)}")
+        saved_world = int(header.get("world_size", 1))
+        if self.cfg.engine == "deepspeed" and saved_world != self.world:
+            raise LearnerError(f"checkpoint {folder} was written by {saved_world} DeepSpeed learner ranks and its "
+                               f"optimizer state is partitioned {saved_world} ways; resume with learner.workers="
+                               f"{saved_world} (this group has {self.world})")
         self.engine.load_trainable_state(checkpoint.read_tensor(folder, "weights"))
         self.engine.load_optimizer_state(checkpoint.read_tensor(folder, "optimizer"))
         self._restore_reference(folder, header)
         self.engine.load(Path(folder))
-        checkpoint.set_rng_state(checkpoint.read_tensor(folder, "rng"))
+        stem = checkpoint.rng_stem(self.rank)
+        checkpoint.set_rng_state(checkpoint.read_tensor(folder, stem if (Path(folder) / f"{stem}.pt").is_file()
+                                                        else "rng"))
         self.step_count, self.version = int(header["step"]), int(header["version"])
         self.samples_seen = int(header["samples_seen"])
         return dict(header.get("extra") or {})

@@ -38,19 +38,35 @@ def _shapes(**tensors: torch.Tensor) -> None:
 
 def policy_loss(old_logprobs: torch.Tensor, logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                 cfg: LossConfig, info: dict[str, int] | None = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """The clipped policy-gradient loss `cfg.policy_loss` from verl's registry, and its metrics."""
+    """The clipped policy-gradient loss `cfg.policy_loss` from verl's registry, and its metrics.
+
+    With `cfg.rollout_is` (token | sequence) `old_logprobs` are the rollout's and the loss is verl's rollout
+    correction in bypass mode instead: REINFORCE weighted by truncated importance sampling,
+    `-A * min(pi / pi_rollout, rollout_is_threshold) * log pi` (the weights detached), for samples generated
+    by older weights (`rollout.asynchronous`); its metrics are `rollout_is_*` and `rollout_kl`."""
     _shapes(old_logprobs=old_logprobs, logprobs=logprobs, advantages=advantages, mask=mask)
+    name = "bypass_mode" if cfg.rollout_is != "none" else cfg.policy_loss
     try:
-        fn = _verl().get_policy_loss_fn(cfg.policy_loss)
+        fn = _verl().get_policy_loss_fn(name)
     except ValueError as exc:
         raise LearnerError(f"learner.loss.policy_loss: {exc}") from None
-    from verl.workers.config.actor import ActorConfig
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+    from verl.workers.config.actor import ActorConfig, PolicyLossConfig
 
+    policy = PolicyLossConfig(loss_mode=name)
+    if name == "bypass_mode":
+        policy = PolicyLossConfig(loss_mode=name, rollout_correction=RolloutCorrectionConfig(
+            rollout_is=cfg.rollout_is, rollout_is_threshold=cfg.rollout_is_threshold, bypass_mode=True,
+            loss_type="reinforce"))
     conf = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=cfg.clip_ratio,
                        clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
                        clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.agg_mode,
-                       global_batch_info=dict(info or batch_info(mask)))
+                       global_batch_info=dict(info or batch_info(mask)),
+                       policy_loss=policy)
     loss, metrics = fn(old_logprobs, logprobs, advantages, mask.float(), cfg.agg_mode, conf, None)
+    if name == "bypass_mode":
+        metrics = {("rollout_kl" if k == "rollout_corr/kl" else k): v for k, v in metrics.items()
+                   if k.startswith(("rollout_corr/rollout_is_", "actor/")) or k == "rollout_corr/kl"}
     return loss, {k.split("/")[-1]: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
 

@@ -11,9 +11,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from librarian.learner.batch import PolicySample, collate, split
+from librarian.learner.batch import PolicySample, collate
 from librarian.learner.errors import LearnerError
-from librarian.learner.losses import token_logprobs
 
 
 def verified_samples(trajectories: Sequence[Any], keep: Callable[[Any], bool]) -> list[PolicySample]:
@@ -30,21 +29,24 @@ def verified_samples(trajectories: Sequence[Any], keep: Callable[[Any], bool]) -
 
 
 def sft_step(learner: Any, samples: Sequence[PolicySample]) -> dict[str, float]:
-    """One optimizer update minimising the mean negative log-likelihood of masked-in tokens."""
+    """One optimizer update minimising the mean negative log-likelihood of masked-in tokens.
+
+    Micro-batches as in `Learner.step` (`grad_accum`, fewer when a batch, such as an epoch's last, has fewer
+    samples; or the token budget), under every engine."""
     if not samples:
         raise LearnerError("sft_step needs at least one sample")
     start = time.perf_counter()
     total = max(1, sum(s.trained_tokens for s in samples))
     loss_sum, tokens = 0.0, 0
-    for part in split(samples, learner.cfg.grad_accum):
+    for part, weight in learner.micro_batches(learner.shard(samples)):  # in a learner group: this rank's share
         batch = collate(part, learner.pad_id).to(learner.engine.device)
-        t = batch.targets()
-        logits = learner.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                               use_cache=False).logits[:, :-1].float()
-        nll = -(token_logprobs(logits, t["ids"]) * t["mask"]).sum() / total
-        learner.engine.backward(nll)
-        loss_sum += float(nll.detach())
-        tokens += int(batch.attention_mask.sum())
+        t, first = learner._targets(batch)
+        logp, _ = learner.token_stats(batch, t, first, temperature=1.0)
+        nll = -(logp * t["mask"]).sum() / total * learner.world  # ranks average their gradients
+        learner.engine.backward(nll * weight)
+        loss_sum += weight * float(nll.detach()) / learner.world
+        tokens += int(batch.attention_mask.sum()) if weight else 0
+    loss_sum, tokens = learner.all_reduce([loss_sum, tokens])
     grad_norm = learner.engine.step()
     learner.step_count += 1
     learner.version += 1
@@ -94,7 +96,6 @@ def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, ba
 def mean_nll(learner: Any, samples: Sequence[PolicySample]) -> float:
     """Mean negative log-likelihood of the masked-in tokens under the learner's current weights."""
     batch = collate(samples, learner.pad_id).to(learner.engine.device)
-    t = batch.targets()
-    logits = learner.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                           use_cache=False).logits[:, :-1].float()
-    return float(-(token_logprobs(logits, t["ids"]) * t["mask"]).sum() / t["mask"].sum().clamp(min=1))
+    t, first = learner._targets(batch)
+    logp, _ = learner.token_stats(batch, t, first, temperature=1.0)
+    return float(-(logp * t["mask"]).sum() / t["mask"].sum().clamp(min=1))

@@ -1,7 +1,9 @@
-"""Weight sync: what the learner publishes and how a rollout worker loads it into an `hf` backend."""
+"""Weight sync: what the learner publishes, how a rollout worker loads it into an `hf` backend, and the full
+weights as a stream for an NCCL broadcast (`librarian.models.vllm_nccl`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,13 +15,15 @@ from librarian.learner.errors import LearnerError
 class WeightsPayload:
     """A published policy: `kind` 'lora' (adapter weights + its LoRA config) or 'full' (a full state dict).
 
-    Plain tensors and dicts only, so it pickles (and travels through Ray's object store).
+    Plain tensors and dicts only, so it pickles (and travels through Ray's object store). `node` names the
+    machine that published it (`vllm_sync.this_node`): CUDA IPC handles open only there.
     """
 
     version: int
     kind: str
     state: dict[str, Any]
     lora: dict[str, Any] = field(default_factory=dict)
+    node: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in ("lora", "full"):
@@ -58,3 +62,36 @@ def load_weights(backend: Any, payload: WeightsPayload) -> int:
     model.eval()
     backend.policy_version = payload.version
     return payload.version
+
+
+def full_weights(learner: Any, dtype: Any = None) -> Iterator[tuple[str, Any]]:
+    """The policy's full weights (transformers names) one tensor at a time, on the learner's device, cast to
+    `dtype` (e.g. the engines' bfloat16). Every rank of a learner group iterates together: under ZeRO-3 each
+    tensor is gathered from the ranks (a collective) and handed out as a copy."""
+    if learner.cfg.lora.enabled:
+        raise LearnerError("a LoRA learner publishes adapters (folders), not full weights")
+    from librarian.learner.logprobs import hf_model
+
+    gather = getattr(learner.engine, "gathered_params", None)
+    for name, param in hf_model(learner.engine.module).named_parameters():
+        with gather([param]) if gather else _nothing():
+            tensor = param.detach()
+            tensor = tensor.to(dtype) if dtype is not None and tensor.dtype != dtype else tensor
+            yield name, (tensor.clone() if getattr(learner.engine, "partitioned", False) else tensor)
+
+
+def full_weights_meta(learner: Any, dtype: Any = None) -> list[tuple[str, str, list[int]]]:
+    """(name, dtype, shape) of `full_weights` without gathering anything (what the engines allocate)."""
+    from librarian.learner.logprobs import hf_model
+
+    out = []
+    for name, param in hf_model(learner.engine.module).named_parameters():
+        shape = list(getattr(param, "ds_shape", param.shape))  # ZeRO-3 keeps the full shape in ds_shape
+        out.append((name, str(dtype or param.dtype).removeprefix("torch."), [int(s) for s in shape]))
+    return out
+
+
+def _nothing() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()

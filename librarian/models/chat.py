@@ -18,6 +18,7 @@ END_OF_TURN = "<|im_end|>"
 
 TOOL_CALL_OPEN = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"
+TOOL_LISTINGS = ("schema", "signatures")
 
 
 def tools_system_text(tools: Sequence[ToolSchema]) -> str:
@@ -38,12 +39,41 @@ def tools_system_text(tools: Sequence[ToolSchema]) -> str:
     return "\n".join(lines)
 
 
-def with_tools_in_system(messages: Sequence[Message], tools: Sequence[ToolSchema] | None) -> list[Message]:
-    """A copy of `messages` whose system message (added if missing) ends with the tool instructions."""
+def _argument(name: str, schema: dict[str, Any], required: bool) -> str:
+    kind = schema.get("type", "")
+    if kind == "array":
+        kind = f"list of {schema.get('items', {}).get('type', 'value')}"
+    return f"{name}{'' if required else '?'}: {kind}" if kind else f"{name}{'' if required else '?'}"
+
+
+def tools_signature_text(tools: Sequence[ToolSchema]) -> str:
+    """The tools as one short line each, `name(arg: type, opt?: type): description`, and the call format:
+    a few tokens a tool where `tools_system_text` spends a hundred or more (for calls sampled under the
+    tools' grammar, which enforces the schemas the text leaves out)."""
+    lines = ["# Tools", ""]
+    for tool in tools:
+        fn = tool["function"]
+        params = fn.get("parameters") or {}
+        required = set(params.get("required", []))
+        args = ", ".join(_argument(n, p if isinstance(p, dict) else {}, n in required)
+                         for n, p in (params.get("properties") or {}).items())
+        about = str(fn.get("description", "")).strip()
+        lines.append(f"- {fn['name']}({args})" + (f": {about}" if about else ""))
+    lines += ["", "To call a function, write a JSON object with its name and arguments between the tags:",
+              f'{TOOL_CALL_OPEN}{{"name": "<function name>", "arguments": {{<arguments>}}}}{TOOL_CALL_CLOSE}']
+    return "\n".join(lines)
+
+
+def with_tools_in_system(messages: Sequence[Message], tools: Sequence[ToolSchema] | None,
+                         listing: str = "schema") -> list[Message]:
+    """A copy of `messages` whose system message (added if missing) ends with the tool instructions
+    (`listing`: `schema`, one JSON schema a line, or `signatures`, `tools_signature_text`)."""
     msgs = [dict(m) for m in messages]
     if not tools:
         return msgs
-    block = tools_system_text(tools)
+    if listing not in TOOL_LISTINGS:
+        raise BackendError(f"tool listing must be one of {', '.join(TOOL_LISTINGS)}, got {listing!r}")
+    block = tools_signature_text(tools) if listing == "signatures" else tools_system_text(tools)
     if msgs and msgs[0]["role"] == "system":
         msgs[0]["content"] = f"{msgs[0]['content']}\n\n{block}" if msgs[0]["content"] else block
     else:

@@ -94,16 +94,27 @@ def compact_schema(schema: dict[str, Any], max_string: int = MAX_STRING, max_ite
     return out
 
 
+def tool_enums(enums: Mapping[str, Sequence[str]] | None, tool: str) -> dict[str, Sequence[str]]:
+    """The enums that hold `tool`'s arguments: the shared ones (`sources`), overridden by `tool.argument`."""
+    enums = enums or {}
+    out = {k: v for k, v in enums.items() if "." not in k}
+    out.update({k.split(".", 1)[1]: v for k, v in enums.items() if k.startswith(f"{tool}.")})
+    return out
+
+
 def call_schema(tools: Sequence[ToolSchema], compact: bool = True,
                 enums: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-    """The JSON schema of one call: {"name": const, "arguments": that tool's schema}, any of the tools."""
+    """The JSON schema of one call: {"name": const, "arguments": that tool's schema}, any of the tools.
+
+    `enums` keys name an argument of every tool (`sources`) or of one tool (`list.path`); a tool's own
+    key wins over the shared one."""
     if not tools:
         raise BackendError("a tool-call grammar needs at least one tool")
     cases = []
     for tool in tools:
         fn = tool["function"]
         args = fn.get("parameters") or {"type": "object", "properties": {}}
-        args = compact_schema(args, enums=enums) if compact else copy.deepcopy(args)
+        args = compact_schema(args, enums=tool_enums(enums, fn["name"])) if compact else copy.deepcopy(args)
         args.setdefault("properties", {})
         args.setdefault("additionalProperties", False)
         cases.append({"type": "object", "properties": {"name": {"const": fn["name"]}, "arguments": args},

@@ -1,8 +1,9 @@
 """The `openai` backend: any OpenAI-compatible chat-completions endpoint (vLLM server, hosted API).
 
-Requests go through the standard library (`urllib`), with a timeout per
-request and retries with exponential backoff on connection errors, timeouts,
-HTTP 429 and 5xx. Errors name the URL. Tool results are sent as user turns
+Requests go through the official `openai` SDK, which owns the transport: a
+timeout per request, and retries with exponential backoff (honouring
+`Retry-After`) on connection errors, timeouts, HTTP 408, 409, 429 and 5xx.
+Errors name the URL. Tool results are sent as user turns
 wrapped in `<tool_response>` (Hermes style), so any server accepts them; tool
 calls the server parsed into `tool_calls` come back as `<tool_call>` text, so
 the one parser reads every backend's output.
@@ -12,9 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
-import time
-import urllib.error
-import urllib.request
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,9 +34,13 @@ from librarian.models.chat import (
     render_with_template,
     with_tools_in_system,
 )
+from librarian.redact import redact_text, redact_url
 
 log = logging.getLogger(__name__)
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+RETRY_STATUS = {408, 409, 429}  # what the SDK retries, with every 5xx
+# chat.completions.create's own parameters; vLLM's extras (token ids) travel in `extra_body`
+STANDARD_KEYS = ("model", "messages", "n", "max_tokens", "temperature", "top_p", "logprobs", "tools", "tool_choice",
+                 "stop", "seed")
 
 
 class OpenAIBackend:
@@ -51,7 +54,7 @@ class OpenAIBackend:
     """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0,
-                 max_retries: int = 3, backoff_s: float = 0.5, tools_in_prompt: bool = False,
+                 max_retries: int = 3, tools_in_prompt: bool = False,
                  tokenizer: Any = None, extra_body: dict[str, Any] | None = None) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise BackendError(f"openai backend: base_url must start with http:// or https://, got {base_url!r}")
@@ -62,15 +65,30 @@ class OpenAIBackend:
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.max_retries = max_retries
-        self.backoff_s = backoff_s
         self.tools_in_prompt = tools_in_prompt
         self.tokenizer = tokenizer
         self.extra_body = dict(extra_body or {})
-        self.name = f"openai:{model}@{self.base_url}"
+        self.name = f"openai:{model}@{redact_url(self.base_url)}"  # names go to logs and results: no credential
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The SDK client (made on first use: a backend stays cheap to build and to pickle before it)."""
+        if self._client is None:
+            import openai
+
+            key = self.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers need none
+            self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s,
+                                         max_retries=self.max_retries)
+        return self._client
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}  # the SDK client holds a connection pool
 
     @property
     def url(self) -> str:
-        return f"{self.base_url}/chat/completions"
+        """The endpoint as errors show it (a password in the URL masked)."""
+        return redact_url(f"{self.base_url}/chat/completions")
 
     def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
         msgs = wire_messages(check_conversations([messages])[0])
@@ -143,36 +161,31 @@ class OpenAIBackend:
                       extra={"finish_reason": choice.get("finish_reason")})
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        payload = json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff_s * 2 ** (attempt - 1))
-            request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                    raw = response.read()
-            except urllib.error.HTTPError as exc:
-                detail = exc.read()[:500].decode(errors="replace")
-                last = f"HTTP {exc.code}: {detail}"
-                if exc.code not in RETRY_STATUS:
-                    raise BackendError(f"{self.url} rejected the request ({last})") from exc
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
-                last = f"unreachable ({reason})"
-            else:
-                try:
-                    data = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    raise BackendError(f"{self.url} returned a body that is not JSON: {raw[:200]!r}") from exc
-                if not isinstance(data, dict):
-                    raise BackendError(f"{self.url} returned JSON that is not an object: {str(data)[:200]}")
-                return data
-            log.warning("%s: attempt %d of %d failed: %s", self.url, attempt + 1, self.max_retries + 1, last)
-        raise BackendError(f"{self.url}: giving up after {self.max_retries + 1} attempt(s); last error: {last}")
+        """Send one chat-completions body; the SDK retries, this names the URL in every error."""
+        import openai
+
+        known = {k: body[k] for k in STANDARD_KEYS if k in body}
+        extra = {k: v for k, v in body.items() if k not in STANDARD_KEYS}
+        attempts = self.max_retries + 1
+        try:
+            raw = self.client.chat.completions.with_raw_response.create(**known, extra_body=extra or None)
+        except openai.APIStatusError as exc:
+            last = redact_text(f"HTTP {exc.status_code}: {exc.response.text[:500]}")  # a server may echo a key
+            if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
+                raise BackendError(f"{self.url} rejected the request ({last})") from exc
+            raise BackendError(f"{self.url}: giving up after {attempts} attempt(s); last error: {last}") from exc
+        except openai.APIConnectionError as exc:  # APITimeoutError included
+            reason = redact_text(str(exc.__cause__ or exc))
+            raise BackendError(f"{self.url}: giving up after {attempts} attempt(s); last error: "
+                               f"unreachable ({reason})") from exc
+        text = raw.http_response.text
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BackendError(f"{self.url} returned a body that is not JSON: {text[:200]!r}") from exc
+        if not isinstance(data, dict):
+            raise BackendError(f"{self.url} returned JSON that is not an object: {str(data)[:200]}")
+        return data
 
 
 def wire_messages(messages: Sequence[Message]) -> list[Message]:

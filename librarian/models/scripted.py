@@ -81,6 +81,8 @@ SCRIPTED_POLICIES: dict[str, Callable[..., str] | str] = {
     "kbgym_reader": "librarian.models.scripted_reader:KBGymReader",
     "reactive_reader": "librarian.models.scripted_reactive:ReactiveReader",
     "kbgym_curator": "librarian.models.scripted_curator:KBGymCurator",
+    "phantom_reader": "librarian.models.scripted_phantom_reader:PhantomReader",
+    "phantom_curator": "librarian.models.scripted_phantom_curator:PhantomCurator",
     "librarian_builder": "librarian.models.scripted_builder:HeuristicBuilder",
     "librarian_builder_compact": "librarian.models.scripted_builder:CompactHeuristicBuilder",
     "jam_researcher": "librarian.models.scripted_researcher:ScriptedResearcher",

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from librarian.models.base import Message, ToolSchema
 from librarian.models.scripted import task_question, tool_call_text
 from librarian.models.scripted_kbgym import Event, Expr, Fact, parse_fact, parse_question, transcript
+from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
 
 MAX_LINKS_PER_CALL = 40
 MAX_PAGES = 10
@@ -193,8 +194,13 @@ class KBGymCurator:
     __name__ = "kbgym_curator"
 
     def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
+        question = task_question(messages)
         events = transcript(messages)
-        for key in question_keys(task_question(messages)):
+        if is_phantom_question(question) and reads_as_phantom(question, event_texts(events)):  # PhantomWiki
+            from librarian.models.scripted_phantom_curator import next_edit as phantom_edit
+
+            return phantom_edit(question, messages)
+        for key in question_keys(question):
             call = next_edit(key, key_state(key, events))
             if call is not None:
                 return call

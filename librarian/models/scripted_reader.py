@@ -37,6 +37,7 @@ from librarian.models.scripted_kbgym import (
     parse_question,
     transcript,
 )
+from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
 
 UNKNOWN = "unknown"
 MAX_SET_PAGES = 9  # 40 members at most per key, five a page
@@ -277,6 +278,10 @@ class KBGymReader:
     def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
         question = task_question(messages)
         events = transcript(messages)
+        if is_phantom_question(question) and reads_as_phantom(question, event_texts(events)):  # PhantomWiki
+            from librarian.models.scripted_phantom_reader import reader_step
+
+            return reader_step(question, messages)
         budget = budget_from_prompt(messages)
         used = sum(1 for m in messages if m["role"] == "assistant")
         final = budget is not None and used >= budget - 1

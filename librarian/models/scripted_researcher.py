@@ -3,25 +3,30 @@
 Every round it re-reads the transcript (so it is stateless and works under
 any memory window that keeps the request) and:
 
-- thinks: the keys are the request's names (and, for a relation such as
-  "X's mother", the person found to be that relative); the candidates are
-  files that mention a key: README lines (`(source: <path>)` or a listed
-  entry), search hits whose snippet names a key, and the provenance of a
-  browsed memo;
+- thinks: the keys are the request's names, capitalised words other than
+  question words ("Who works with Ada?" -> Ada; and, for a relation such as
+  "X's mother", the person found to be that relative); its terms are the
+  request's other content words. The candidates are files that mention a key
+  (or, when the request names nobody, a term): README lines (`(source:
+  <path>)` or a listed entry), search hits whose path or snippet does, and
+  the provenance of a browsed memo;
 - explores: up to `max_calls` calls a round: open the top folder and any
   folder whose name or README line names a key, search the request (and
   each new key; the next page while every hit names a key, up to
   `max_pages`), browse each candidate once with the request as query;
 - reflects: the evidence is sufficient when nothing is left to explore;
-  then it calls `finalize` with the evidence lines (those naming a key) as
-  context and the files they came from as sources. A forced final turn
-  finalizes what it has (best effort).
+  then it calls `finalize` with the evidence lines as context and the files
+  they came from as sources. A line is evidence when it names a key, or
+  shares a term with the request in a file about a key (its path or first
+  line names one) or in any file when the request names nobody. A forced
+  final turn finalizes what it has (best effort).
 
 It never sees an answer; it is the baseline and teacher for the researcher.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -41,10 +46,56 @@ _BROWSE = re.compile(r'^browse (.+?) for ".*?": ')
 _ENTRY = re.compile(r"^  (.+?)(/?)  (raw|synthetic|directory)  ", re.M)
 _SOURCE = re.compile(r"\(source: (.+?)\)")
 _README_DIR = re.compile(r"^- (.+?)/: (.*)$", re.M)
+_CAPITALISED = re.compile(r"\b[A-Z][\w'\u2019-]*")
+_WORDS = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
+# words that are never keys or terms of a request: question words, auxiliaries, pronouns, fillers
+_QUESTION_WORDS = frozenset(
+    "according what which who whom whose where when why how is are was were be been do does did can could would "
+    "should will shall may might must tell list show give find name summarize summarise describe explain please "
+    "the a an in on at of for from with and or to by about into as i my me we our us you your it its this that "
+    "these those there their they them he she his her him have has had much many any some all every each "
+    "not no yes than then also just only get got".split())
 
 
 def _possessive(name: str) -> str:
-    return re.sub(r"'s$", "", name)
+    return re.sub(r"['\u2019]s$", "", name)
+
+
+def _stem(word: str) -> str:
+    """A crude English stem, enough to match "works"/"work", "shipped"/"ship", "GPUs"/"gpu"."""
+    word = _possessive(word.lower())
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            if suffix in ("ing", "ed") and len(word) > 3 and word[-1] == word[-2] and word[-1] not in "lsz":
+                word = word[:-1]  # shipped -> ship (but called -> call)
+            break
+    return word
+
+
+def request_keys(request: str) -> list[str]:
+    """The names a request asks about: runs of capitalised words, and capitalised words not question words."""
+    keys = [_possessive(n) for n in _NAME_RE.findall(request)]
+    covered = " ".join(keys).split()
+    for m in _CAPITALISED.finditer(request):
+        word = _possessive(m.group(0).strip("'\u2019-"))
+        if len(word) >= 2 and word.lower() not in _QUESTION_WORDS and word not in covered:
+            keys.append(word)
+    return list(dict.fromkeys(keys))
+
+
+def request_terms(request: str, keys: Sequence[str]) -> frozenset[str]:
+    """Stems of the request's content words that are not part of a key."""
+    in_keys = {_stem(w) for k in keys for w in _WORDS.findall(k)}
+    words = (_stem(w) for w in _WORDS.findall(request) if len(w) >= 3 and w.lower() not in _QUESTION_WORDS)
+    return frozenset(w for w in words if w not in in_keys)
+
+
+@functools.lru_cache(maxsize=1024)
+def _key_pattern(key: str) -> re.Pattern[str]:
+    """A key as whole words (any ending), in running text or in a path ("Ada Lovelace" ~ "ada-lovelace")."""
+    words = [re.escape(_stem(w)) + "(?:s|es|ed|ing)?" for w in key.split()]
+    return re.compile(r"(?<![^\W_])" + r"[\s_-]+".join(words) + r"(?![^\W_])")
 
 
 def request_of(messages: Sequence[Message]) -> str:
@@ -70,9 +121,18 @@ class _State:
     more_pages: list[tuple[str, int]] = field(default_factory=list)
     evidence: dict[str, list[str]] = field(default_factory=dict)
 
+    terms: frozenset[str] = frozenset()
+
     def names_key(self, text: str) -> bool:
         low = text.lower()
-        return any(k.lower() in low or k.lower().replace(" ", "-") in low for k in self.keys)
+        return any(_key_pattern(k).search(low) for k in self.keys)
+
+    def shares_terms(self, text: str) -> bool:
+        return bool(self.terms) and any(_stem(w) in self.terms for w in _WORDS.findall(text))
+
+    def matches(self, text: str) -> bool:
+        """Names a key; or, for a request that names nobody, shares a term with it."""
+        return self.names_key(text) if self.keys else self.shares_terms(text)
 
     def add(self, items: list, item: object) -> None:
         if item not in items:
@@ -81,9 +141,9 @@ class _State:
 
 def _parse(messages: Sequence[Message]) -> _State:
     request = request_of(messages)
-    keys = [_possessive(n) for n in _NAME_RE.findall(request)]
+    keys = request_keys(request)
     rel = next((r for r in RELATIONS if re.search(rf"\b{r}\b", request, re.I)), None)
-    st = _State(request, list(dict.fromkeys(keys)), rel)
+    st = _State(request, keys, rel, terms=request_terms(request, keys))
     for i, m in enumerate(messages):
         if m["role"] != "assistant":
             continue
@@ -114,23 +174,24 @@ def _mine(st: _State, part: str, calls: list[tuple[str, dict]]) -> None:
         where = part[len("README of "):part.index(":")]
         base = "" if where == "/" else where
         for m in _README_DIR.finditer(part):
-            if st.names_key(m[1] + " " + m[2]):
+            if st.matches(m[1] + " " + m[2]):
                 st.add(st.folders, f"{base}/{m[1]}" if base else m[1])
         for line in part.splitlines():
-            if st.names_key(line):
+            if st.matches(line):
                 for src in _SOURCE.findall(line):
                     st.add(st.candidates, src)
         for m in _ENTRY.finditer(part):
             path = f"{base}/{m[1]}" if base else m[1]
-            if (m[2] or m[3] == "directory") and (not base or st.names_key(m[1])):
+            if (m[2] or m[3] == "directory") and (not base or st.matches(m[1])):
                 st.add(st.folders, path)  # top-level folders always; deeper ones when they name a key
-            elif m[3] != "directory" and st.names_key(m[1]):
+            elif m[3] != "directory" and st.matches(m[1]):
                 st.add(st.candidates, path)
     elif part.startswith("search "):
         m = re.match(r'search "(.*)" page (\d+): (\d+) hits?(.*)', part)
         hits = _HIT.findall(part)
-        matched = [h for h in hits if st.names_key(h[2])]
-        for kind, path, _snippet in (matched or hits[:2]):
+        matched = [h for h in hits if st.matches(h[1] + "\n" + h[2])]
+        top = [h for h in hits[:2] if h not in matched] if m and m[2] == "1" else []  # a snippet is a file's start
+        for kind, path, _snippet in matched + top:
             st.add(st.folders if kind == "directory" else st.candidates, path)
         if m and "more on page" in m[4] and hits and len(matched) == len(hits):
             st.add(st.more_pages, (m[1], int(m[2]) + 1))
@@ -141,8 +202,9 @@ def _mine(st: _State, part: str, calls: list[tuple[str, dict]]) -> None:
         if prov:
             for src in prov[len("provenance: "):].split(", "):
                 st.add(st.candidates, src)
-        found = [ln.split(": ", 1)[1] for ln in lines if re.match(r"^\d+: ", ln)]
-        hits = [ln for ln in found if st.names_key(ln)]
+        numbered = [ln.split(": ", 1) for ln in lines if re.match(r"^\d+: ", ln)]
+        about = not st.keys or st.names_key(path) or any(n == "1" and st.names_key(ln) for n, ln in numbered)
+        hits = [ln for _, ln in numbered if st.names_key(ln) or (about and st.shares_terms(ln))]
         if hits:
             st.evidence.setdefault(path, []).extend(hits)
             if st.relation:

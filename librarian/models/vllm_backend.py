@@ -17,9 +17,18 @@ prompts of a GRPO group would otherwise come out identical). Under
 (xgrammar) and the log-probs are those of the constrained distribution.
 
 `load_weights(payload)` takes what the learner publishes (`version`, `kind`
-'lora' | 'full', `state`, `lora`) and loads it without restarting the engine.
-A Ray rollout actor owns one `VLLMBackend` (or, in a GPU image with vLLM,
-one with `mode="inprocess"`) and calls `load_weights` between steps.
+'lora' | 'full', `state`, `lora`, `node`) and loads it without restarting the
+engine. Full weights can also come by NCCL broadcast from the learner
+(`weight_transfer="nccl"`: `init_nccl` once, `receive_nccl` per update, with
+`vllm_nccl.NcclWeightSender` on the learner). A Ray rollout actor owns one
+`VLLMBackend` and calls these between steps; `mode="inprocess"` needs vLLM
+importable in the actor's own interpreter (the rollout image's actors run the
+trainer environment, so there it is `subprocess`).
+
+The engine must get the GPUs it is configured for: with `CUDA_VISIBLE_DEVICES`
+set (Ray sets it for an actor that reserves GPUs) an engine whose
+`tensor_parallel_size` x `pipeline_parallel_size` exceeds the visible GPUs is
+refused before it starts, and one that leaves some of them idle is logged.
 """
 
 from __future__ import annotations
@@ -66,6 +75,7 @@ class VLLMBackend(TemplatePrompts):
 
         if mode not in ("auto", "subprocess", "inprocess"):
             raise BackendError(f"vllm backend: mode must be 'auto', 'subprocess' or 'inprocess', got {mode!r}")
+        self.world = engine_world(engine_kwargs or {}, single_process)
         self.folder = resolve_model_folder(model, root=model_root)
         self.tokenizer = _load_tokenizer(self.folder)
         self.end_ids = end_token_ids(self.tokenizer)
@@ -90,7 +100,14 @@ class VLLMBackend(TemplatePrompts):
                                    "here; run `make vllm-env` or set LIBRARIAN_VLLM_PYTHON")
         if mode == "subprocess" and exe is None:
             raise BackendError("vllm backend: no vLLM interpreter found; run `make vllm-env` or pass python=")
+        if mode == "inprocess" and not _vllm_importable():
+            import sys
+
+            raise BackendError(f"vllm backend: mode='inprocess' needs vLLM importable by {sys.executable}, and it is "
+                               "not (in the rollout image actors run the trainer environment and vLLM lives in "
+                               "/opt/vllm-env); use mode='subprocess' with python=/opt/vllm-env/bin/python")
         self.mode = mode
+        self._warned_nccl = False
         self.engine: Any = (EngineProcess(self.cfg, exe, start_timeout_s=start_timeout_s)  # type: ignore[arg-type]
                             if mode == "subprocess" else InProcessEngine(self.cfg))
         self.policy_version = policy_version
@@ -154,7 +171,9 @@ class VLLMBackend(TemplatePrompts):
         """Load a published policy (`version`, `kind` 'lora' | 'full', `state`, `lora`); returns its version.
 
         Older versions than the loaded one are refused, so a worker never goes back in time. Full weights
-        travel as a file, or as CUDA IPC handles when `weight_transfer='ipc'` (NCCL: `init_nccl` + `receive_nccl`).
+        travel as a file, or as CUDA IPC handles when `weight_transfer='ipc'` (the learner's GPU tensors, on this
+        node only). Under `weight_transfer='nccl'` a payload that still comes this way is loaded from a file (and
+        said once): the broadcast is `init_nccl` + `receive_nccl`, driven by the learner.
         """
         version = int(payload.version)
         if version < self.policy_version:
@@ -171,13 +190,15 @@ class VLLMBackend(TemplatePrompts):
             self.engine.call("load_lora", version=version, path=str(folder))
         elif payload.kind == "full":
             if self.cfg.weight_transfer == "ipc":
-                from librarian.models.vllm_sync import cuda_ipc_handles
+                from librarian.models.vllm_sync import check_same_node, cuda_ipc_handles
 
+                check_same_node(str(getattr(payload, "node", "") or ""))
                 self.engine.call("load_full_ipc", version=version, handles=cuda_ipc_handles(payload.state))
-            elif self.cfg.weight_transfer == "nccl":
-                raise BackendError(f"{self.name}: weight_transfer='nccl' loads through init_nccl / receive_nccl, "
-                                   "with the learner broadcasting at the same time")
             else:
+                if self.cfg.weight_transfer == "nccl" and not self._warned_nccl:
+                    log.warning("%s: full weights came through the object store although weight_transfer='nccl'; "
+                                "loading them from a file (the NCCL path is init_nccl + receive_nccl)", self.name)
+                    self._warned_nccl = True
                 from librarian.models.vllm_sync import write_full_weights
 
                 path = write_full_weights(self._fresh(f"full-v{version}") / "model.safetensors", payload.state)
@@ -187,15 +208,31 @@ class VLLMBackend(TemplatePrompts):
         self.policy_version = version
         return version
 
-    def init_nccl(self, host: str, port: int, world_size: int) -> Any:
-        """Join the learner's NCCL group (call while the learner builds `vllm_sync.NcclWeightSender`)."""
-        return self.engine.call("init_nccl", host=host, port=port, world_size=world_size)
+    def nccl_ranks(self) -> int:
+        """How many ranks this engine adds to the NCCL weight-sync group (its tensor x pipeline parallel size)."""
+        return self.world
 
-    def receive_nccl(self, version: int, meta: list[list[Any]]) -> int:
-        """Receive full weights the learner broadcasts (`NcclWeightSender.send`, same order as `meta`)."""
-        self.engine.call("load_full_nccl", version=int(version), meta=meta)
-        self.policy_version = int(version)
-        return self.policy_version
+    def init_nccl(self, init_info: dict[str, Any]) -> Any:
+        """Join the learner's NCCL group with `NcclWeightSender.init_info(i)`; blocks until everyone has joined,
+        so call it while the learner runs `NcclWeightSender.connect()`."""
+        if self.cfg.weight_transfer != "nccl":
+            raise BackendError(f"{self.name}: init_nccl needs an engine started with weight_transfer='nccl' "
+                               f"(this one has {self.cfg.weight_transfer!r})")
+        return self.engine.call("init_nccl", init_info=dict(init_info))
+
+    def receive_nccl(self, version: int, update_info: dict[str, Any]) -> int:
+        """Receive full weights the learner broadcasts meanwhile (`NcclWeightSender.send`), described by
+        `vllm_nccl.update_info(meta)`; vLLM loads each packed buffer as it arrives."""
+        version = int(version)
+        if version < self.policy_version:
+            raise BackendError(f"refusing weights version {version}: version {self.policy_version} is already loaded")
+        self.engine.call("load_full_nccl", version=version, update_info=dict(update_info))
+        self.policy_version = version
+        return version
+
+    def close_nccl(self) -> None:
+        """Leave the NCCL group (before a new one is made, e.g. after an engine restarted)."""
+        self.engine.call("close_nccl")
 
     def _fresh(self, name: str) -> Path:
         folder = self._scratch / f"{name}-{len(self._written)}"
@@ -234,6 +271,28 @@ def _load_tokenizer(folder: Path) -> Any:
         return AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError) as exc:
         raise BackendError(f"vllm backend: cannot read the tokenizer in {folder}: {exc}") from None
+
+
+def engine_world(engine_kwargs: dict[str, Any], single_process: bool) -> int:
+    """GPUs one engine uses (tensor x pipeline parallel), checked against the GPUs this process may see."""
+    import os
+
+    world = int(engine_kwargs.get("tensor_parallel_size", 1)) * int(engine_kwargs.get("pipeline_parallel_size", 1))
+    if world < 1:
+        raise BackendError(f"vllm backend: tensor_parallel_size x pipeline_parallel_size must be >= 1, got {world}")
+    if world > 1 and single_process and "distributed_executor_backend" not in engine_kwargs:
+        raise BackendError(f"vllm backend: an engine over {world} GPUs needs single_process=False (vLLM's 'uni' "
+                           "executor runs one model worker)")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        count = len([d for d in visible.split(",") if d.strip()])
+        if count < world:
+            raise BackendError(f"vllm backend: tensor_parallel_size x pipeline_parallel_size = {world} but this "
+                               f"process sees {count} GPU(s) (CUDA_VISIBLE_DEVICES={visible}); reserve {world} "
+                               "per worker (rollout.gpus_per_worker / probe.gpus_per_worker)")
+        if count > world:
+            log.warning("vllm backend: %d GPU(s) visible, the engine uses %d; the rest stay idle", count, world)
+    return world
 
 
 def _vllm_importable() -> bool:

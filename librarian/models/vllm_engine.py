@@ -12,14 +12,18 @@ convention as the `hf` backend and the learner. Seeded samples are one
 request each with their own seed (`params["seeds"]`), since vLLM seeds
 requests separately. Weight updates never restart the engine: a LoRA
 adapter is registered under a fresh id and used for every later request;
-full weights are loaded through `vllm_extension.WeightSyncExtension`
-inside each vLLM worker (from a file, CUDA IPC handles or an NCCL broadcast),
-then the prefix cache is reset so no KV block computed by older weights is
-reused.
+full weights are loaded inside each vLLM worker, from a file or CUDA IPC
+handles (`vllm_extension.WeightSyncExtension`) or, with
+`weight_transfer="nccl"`, by vLLM's own NCCL weight-transfer engine
+(`init_weight_transfer_engine`, then `start_weight_update` /
+`update_weights` / `finish_weight_update` per update, which streams packed
+buffers into the model layer by layer); then the prefix cache is reset so no
+KV block computed by older weights is reused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -47,6 +51,8 @@ class VLLMEngine:
         )
         if cfg.enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=cfg.max_lora_rank, max_loras=1)
+        if cfg.weight_transfer == "nccl":
+            kwargs["weight_transfer_config"] = {"backend": "nccl"}
         kwargs.update(cfg.engine_kwargs)
         start = time.perf_counter()
         self.llm = LLM(**kwargs)
@@ -160,16 +166,30 @@ class VLLMEngine:
         counts = self.llm.collective_rpc("librarian_load_ipc", args=(handles,))
         return self._loaded_full(version, counts)
 
-    def init_nccl(self, host: str, port: int, world_size: int) -> dict[str, Any]:
-        """Join the trainer's NCCL group (trainer rank 0, vLLM worker k rank 1 + k); the trainer joins concurrently."""
-        ranks = self.llm.collective_rpc("librarian_init_nccl", args=(host, int(port), int(world_size)))
-        return {"ranks": ranks}
+    def init_nccl(self, init_info: dict[str, Any]) -> dict[str, Any]:
+        """Join the trainer's NCCL group (`vllm_nccl.NcclWeightSender.init_info`); the trainer joins concurrently."""
+        if self.cfg.weight_transfer != "nccl":
+            raise ValueError("this engine was started without weight_transfer='nccl'")
+        self.llm.init_weight_transfer_engine({"init_info": dict(init_info)})
+        return {"rank_offset": init_info.get("rank_offset"), "world_size": init_info.get("world_size")}
 
-    def load_full_nccl(self, version: int, meta: list[list[Any]]) -> dict[str, Any]:
-        """Receive full weights broadcast by the trainer, in the order of `meta` ([name, dtype, shape] rows)."""
+    def load_full_nccl(self, version: int, update_info: dict[str, Any]) -> dict[str, Any]:
+        """Receive full weights the trainer broadcasts meanwhile (names, dtype_names, shapes in send order)."""
         self._check_version(version)
-        counts = self.llm.collective_rpc("librarian_load_nccl", args=(meta,))
-        return self._loaded_full(version, counts)
+        self.llm.start_weight_update()
+        try:
+            self.llm.update_weights({"update_info": dict(update_info)})
+        except BaseException:
+            with contextlib.suppress(Exception):  # leave no update open; the original error is the one to see
+                self.llm.finish_weight_update()
+            raise
+        self.llm.finish_weight_update(str(version))
+        return self._loaded_full(version, [len(update_info.get("names", []))])
+
+    def close_nccl(self) -> dict[str, Any]:
+        """Leave the trainer's NCCL group; the engine keeps serving."""
+        self.llm.shutdown_weight_transfer_engine()
+        return {}
 
     def _loaded_full(self, version: int, counts: list[Any]) -> dict[str, Any]:
         self.llm.reset_prefix_cache()

@@ -1,13 +1,13 @@
-"""Methods added to every vLLM worker (`worker_extension_cls`): full-weight loading for weight sync.
+"""Methods added to every vLLM worker (`worker_extension_cls`): full-weight loading from a file or CUDA IPC.
 
 vLLM mixes this class into its worker class, so `self` is the worker
 (`self.model_runner`, `self.device`); `VLLMEngine` reaches these methods with
-`LLM.collective_rpc(name, args)`. Three transports, one result (the model's
+`LLM.collective_rpc(name, args)`. Two transports, one result (the model's
 in-place `reload_weights` with HF parameter names, which re-runs the weight
-processing the kernels need and shards for tensor parallelism): a safetensors file (any device, the CPU path), CUDA IPC handles
-(a trainer on the same node) and an NCCL broadcast from trainer rank 0. The
-IPC and NCCL paths use only torch on both sides, so the trainer environment
-needs no vLLM; they are untested on hardware here (docs/vllm.md).
+processing the kernels need and shards for tensor parallelism): a safetensors
+file (any device, the CPU path) and CUDA IPC handles (a trainer on the same
+node). The NCCL broadcast is vLLM's own weight-transfer engine
+(`vllm_engine.VLLMEngine.init_nccl`), not an extension.
 """
 
 from __future__ import annotations
@@ -49,26 +49,3 @@ class WeightSyncExtension:
         count = self._librarian_load(weights)
         torch.cuda.synchronize(self.device)
         return count
-
-    def librarian_init_nccl(self, host: str, port: int, world_size: int) -> int:
-        import torch.distributed as dist
-        from vllm.distributed.parallel_state import get_world_group
-
-        rank = 1 + get_world_group().rank_in_group
-        store = dist.TCPStore(host, port, world_size, is_master=False)
-        self._librarian_group = dist.ProcessGroupNCCL(dist.PrefixStore("librarian-weights", store), rank,
-                                                      world_size)
-        return rank
-
-    def librarian_load_nccl(self, meta: list[list[Any]]) -> int:
-        import torch
-
-        group = getattr(self, "_librarian_group", None)
-        if group is None:
-            raise RuntimeError("NCCL weight sync was not initialised: call init_nccl first")
-        weights = []
-        for name, dtype, shape in meta:
-            tensor = torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=self.device)
-            group.broadcast(tensor, 0).wait()
-            weights.append((name, tensor))
-        return self._librarian_load(weights)

@@ -19,8 +19,8 @@ import pickle
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-OPS = ("generate", "load_lora", "load_full_file", "load_full_ipc", "init_nccl", "load_full_nccl", "info",
-       "shutdown")
+OPS = ("generate", "load_lora", "load_full_file", "load_full_ipc", "init_nccl", "load_full_nccl", "close_nccl",
+       "info", "shutdown")
 
 
 class ProtocolError(RuntimeError):

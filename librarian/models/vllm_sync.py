@@ -1,19 +1,22 @@
-"""The trainer's side of weight sync to a vLLM engine: adapter folders, weight files, CUDA IPC, NCCL.
+"""The trainer's side of weight sync to a vLLM engine: adapter folders, weight files, CUDA IPC.
 
 Runs in the main environment (torch + safetensors, no vLLM). A published
 policy (the learner's `WeightsPayload`: `version`, `kind` 'lora' | 'full',
-`state`, `lora`) becomes:
+`state`, `lora`, `node`) becomes:
 - 'lora': a peft-format adapter folder (`adapter_config.json` +
   `adapter_model.safetensors`) that vLLM registers as a new LoRA;
-- 'full' on CPU: one safetensors file of HF-named tensors;
-- 'full' on GPUs: CUDA IPC handles (same node) or an NCCL broadcast from
-  trainer rank 0 (`NcclWeightSender`), matched by `vllm_extension`.
+- 'full': one safetensors file of HF-named tensors (any device), or CUDA IPC
+  handles of the learner's GPU tensors, which only a process on the same
+  node can open (`check_same_node`);
+- 'full' over NCCL: `vllm_nccl` (a broadcast from the learner, not a payload).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -94,26 +97,22 @@ def cuda_ipc_handles(state: Mapping[str, Any]) -> str:
 
 
 def weights_meta(state: Mapping[str, Any]) -> list[list[Any]]:
-    """[name, dtype, shape] rows in broadcast order (what the engine allocates before receiving)."""
+    """[name, dtype, shape] rows in order (what a receiver allocates)."""
     return [[name, str(t.dtype).removeprefix("torch."), list(t.shape)] for name, t in state.items()]
 
 
-class NcclWeightSender:
-    """Trainer rank 0 of an NCCL group with the vLLM workers (ranks 1..); broadcasts full weights.
+def this_node() -> str:
+    """Which machine this process runs on: its Ray node id inside a Ray worker, else `host:<hostname>`."""
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        return f"ray:{ray.get_runtime_context().get_node_id()}"
+    return f"host:{socket.gethostname()}"
 
-    Start it while the engine runs `init_nccl(host, port, world_size)`: both block until all have joined.
-    """
 
-    def __init__(self, host: str, port: int, world_size: int, device: Any = None) -> None:
-        import torch
-        import torch.distributed as dist
-
-        self.device = torch.device(device or "cuda")
-        store = dist.TCPStore(host, port, world_size, is_master=True)
-        self.group = dist.ProcessGroupNCCL(dist.PrefixStore("librarian-weights", store), 0, world_size)
-
-    def send(self, state: Mapping[str, Any]) -> int:
-        """Broadcast every tensor of `state` in order (the engine receives them with `weights_meta(state)`)."""
-        for tensor in state.values():
-            self.group.broadcast(tensor.detach().to(self.device).contiguous(), 0).wait()
-        return len(state)
+def check_same_node(origin: str, here: str | None = None) -> None:
+    """CUDA IPC handles open only on the GPU node that made them: refuse, naming both, when `origin` differs."""
+    here = here or this_node()
+    if not origin or origin != here:
+        raise BackendError(f"weight_transfer='ipc' needs the learner and the vLLM engine on one node; the weights "
+                           f"come from {origin or 'an unknown node'} and this engine runs on {here}. Use "
+                           "weight_transfer='nccl' across nodes (or 'file')")

@@ -5,13 +5,22 @@ answers `{"ready": true, "info"}`, then serves one JSON request per line
 until `shutdown` or the end of stdin (the backend went away). The protocol
 uses a private copy of the original stdout; fd 1 is pointed at stderr so that
 nothing vLLM or its subprocesses print can corrupt the protocol stream.
+
+The engine process leads its own process group (the backend starts it in a
+new session), and vLLM's workers belong to it. When the backend's process
+dies without closing it (a Ray actor killed or out of memory), `watch_parent`
+kills that whole group within about a second, so no orphaned engine keeps
+its share of a GPU.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
+import time
 from typing import Any, TextIO
 
 from librarian.models.vllm_protocol import EngineConfig, failed, ok, parse_line, write_line
@@ -30,9 +39,11 @@ def dispatch(engine: Any, op: str, args: dict[str, Any]) -> Any:
     if op == "load_full_ipc":
         return engine.load_full_ipc(int(args["version"]), str(args["handles"]))
     if op == "init_nccl":
-        return engine.init_nccl(str(args["host"]), int(args["port"]), int(args["world_size"]))
+        return engine.init_nccl(dict(args["init_info"]))
     if op == "load_full_nccl":
-        return engine.load_full_nccl(int(args["version"]), list(args["meta"]))
+        return engine.load_full_nccl(int(args["version"]), dict(args["update_info"]))
+    if op == "close_nccl":
+        return engine.close_nccl()
     if op == "info":
         return engine.info()
     raise ValueError(f"unknown engine op {op!r}")
@@ -56,7 +67,24 @@ def serve(engine: Any, requests: TextIO, answers: TextIO) -> None:
             write_line(answers, failed(rid, exc))
 
 
+def watch_parent(interval_s: float = 0.5) -> threading.Thread:
+    """A daemon thread that SIGKILLs this process group once the process that started this one has gone."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        log.error("the backend process %d is gone; stopping the engine's process group", parent)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, daemon=True, name="librarian-parent-watch")
+    thread.start()
+    return thread
+
+
 def main() -> int:
+    if os.getpgrp() == os.getpid():  # our own group (start_new_session): safe to kill all of it
+        watch_parent()
     answers = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

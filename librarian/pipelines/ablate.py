@@ -1,24 +1,24 @@
-"""`librarian ablate`: a sweep of a pipeline's configs, each cell its own Ray task, compared at the end.
+"""`librarian ablate`: a sweep of a pipeline's configs as a Ray Tune experiment, compared at the end.
 
 Reads top to bottom:
 1. the sweep config -> cells (grid product and/or explicit cells, times
    seeds), each cell's pipeline config validated up front (a typo fails here,
-   naming the cell and the key);
-2. Ray (`ray.address` '' starts it here, 'auto' joins a cluster) and the
-   sweep's MLflow parent run;
-3. cells whose `status.json` says finished are skipped (unless `rerun`);
-   the others run as Ray tasks through `librarian.cluster.sweep.Scheduler`:
-   concurrently while their footprints fit (or up to `max_concurrent`),
-   queued otherwise, a failed cell retried up to `retries` times without
-   stopping the rest; each cell's pipeline logs its own MLflow run as a
-   child of the sweep's run and writes to `out_dir/cells/<name>`, where the
-   driver writes `results.json` and `status.json` (atomically);
+   naming the cell and the key); `search: random | optuna` also checks one
+   sample of `space`;
+2. Ray (a cluster named by `ray.address` or $RAY_ADDRESS is joined, else
+   one starts here) and the sweep's MLflow parent run;
+3. the Tune experiment `out_dir/tune`: each cell is a trial (the trainable
+   in `ablate_trial.py`) in a placement group sized from its config, with
+   Tune's concurrency limit, retries (`FailureConfig`), an optional search
+   algorithm and ASHA scheduler; a sweep run again with the same cells
+   resumes it (`Tuner.restore`: finished trials are kept, failed and
+   interrupted ones run again) unless `rerun`;
 4. the chosen metrics of every cell, seed groups with bootstrap CIs,
-   `summary.md`, `ablate.png` and `results.json` (`cells`), all logged to
-   the parent run.
+   `summary.md`, `ablate.png`, `results.json` and `cells/<name>/results.json`,
+   all logged to the parent run, the cells' metrics to their child runs.
 
 On a cluster: `ray job submit --working-dir . -- librarian ablate
-config=configs/ablate_builder.yaml ray.address=auto` (see docs/ablate.md).
+config=configs/ablate_builder.yaml` (the job's RAY_ADDRESS is joined; see docs/ablate.md).
 """
 
 from __future__ import annotations
@@ -26,17 +26,17 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from librarian.config import to_plain
+from librarian.config import ConfigError, to_plain
 from librarian.pipelines.ablate_config import AblateConfig, Cell
 
 log = logging.getLogger("librarian.ablate")
-FINISHED, FAILED, SKIPPED, RUNNING = "finished", "failed", "skipped", "running"
+STATUSES = ("finished", "failed", "early_stopped")
+PLAN_KEYS = ("pipeline", "base", "grid", "cells", "seeds", "seed_key", "search", "space", "num_samples",
+             "sample_seed", "scheduler", "objective", "asha")  # what a resumed sweep must share
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -47,103 +47,84 @@ def write_json(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
-    """A JSON object from `path`, or None when it is missing or unreadable (then the cell runs again)."""
+def sweep_plan(cfg: AblateConfig) -> dict[str, Any]:
+    """The settings that define a sweep's trials (a resumed sweep must have the same)."""
+    plain = to_plain(cfg)
+    return json.loads(json.dumps({k: plain[k] for k in PLAN_KEYS}, default=str))
+
+
+def resumable(experiment: Path, plan_path: Path, plan: dict[str, Any], rerun: bool) -> bool:
+    """True when `experiment` holds this sweep's Tune experiment to resume; a different sweep there raises."""
+    from ray import tune
+
+    if rerun or not tune.Tuner.can_restore(str(experiment)):
+        return False
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        before = json.loads(plan_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+        before = {}
+    changed = sorted(k for k in PLAN_KEYS if before.get(k) != plan[k])
+    if changed:
+        raise ConfigError(f"{experiment.parent} holds a sweep with other {', '.join(changed)}; run it with "
+                          "another out_dir, or rerun=true to start over (the old experiment is kept aside)")
+    return True
 
 
-def run_cell(pipeline: str, config: Any, env: Mapping[str, str]) -> dict[str, Any]:
-    """In the cell's Ray task: join the sweep's MLflow run through the environment, run the pipeline."""
-    from librarian.pipelines.ablate_config import pipeline as lookup
-
-    os.environ.update(env)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    _, run, _ = lookup(pipeline).load()
-    results = run(config)
-    return json.loads(json.dumps(results, default=str))  # plain data across the object store
-
-
-def finished(cell_dir: Path) -> dict[str, Any] | None:
-    """The results of a cell finished by an earlier run, or None."""
-    status = read_json(cell_dir / "status.json")
-    if not status or status.get("status") != FINISHED:
-        return None
-    return read_json(cell_dir / "results.json")
-
-
-class ChildRuns:
-    """The MLflow children of the sweep's run: find a cell's own run, add the sweep's metrics, or make one."""
-
-    def __init__(self, tracker: Any) -> None:
-        self.tracker = tracker
-        self.client = tracker.client
-
-    def find(self, name: str) -> list[Any]:
-        flt = f"tags.`mlflow.parentRunId` = '{self.tracker.run_id}' and tags.`librarian.cell` = '{name}'"
-        runs = self.client.search_runs([self.tracker.experiment_id], flt, max_results=50)
-        return sorted(runs, key=lambda r: r.info.start_time)
-
-    def record(self, cell: dict[str, Any]) -> str:
-        """Log the cell's chosen metrics to its latest run (a driver-made run when the pipeline made none)."""
-        from mlflow.entities import Metric, Param
-
-        runs = self.find(cell["name"])
-        if runs:
-            run_id = runs[-1].info.run_id
-        else:  # the pipeline logs nowhere (or failed before its Tracker started)
-            tags = {"mlflow.parentRunId": self.tracker.run_id, **cell_tags(cell["name"], cell["overrides"]),
-                    "librarian.driver_run": "true"}
-            run_id = self.client.create_run(self.tracker.experiment_id, run_name=cell["name"], tags=tags).info.run_id
-            params = [Param(k[:250], json.dumps(v)[:6000]) for k, v in cell["overrides"].items()]
-            if params:
-                self.client.log_batch(run_id, params=params)
-            self.client.set_terminated(run_id, "FINISHED" if cell["status"] != FAILED else "FAILED")
-        now = int(time.time() * 1000)
-        metrics = [Metric(mlflow_key(f"sweep.{k}"), float(v), now, 0) for k, v in cell["metrics"].items()
-                   if not k.endswith("_ci")]
-        if metrics:
-            self.client.log_batch(run_id, metrics=metrics)
-        self.client.set_tag(run_id, "librarian.status", cell["status"])
-        return run_id
-
-
-def mlflow_key(name: str) -> str:
-    """A metric path as an MLflow metric name (alphanumerics, _ - . space : / only)."""
-    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", name)[:250]
-
-
-def cell_tags(name: str, overrides: Mapping[str, Any]) -> dict[str, str]:
-    return {"librarian.cell": name, "librarian.overrides": json.dumps(overrides, sort_keys=True)[:5000]}
-
-
-def cell_record(cell: Cell, status: str, attempts: int, wall_s: float, results: Mapping[str, Any] | None,
-                metric_paths: list[str], error: str = "", errors: list[str] | None = None) -> dict[str, Any]:
+def cell_records(cfg: AblateConfig, cells: list[Cell], grid: Any, attempts: list[dict], session: str,
+                 out: Path) -> list[dict[str, Any]]:
+    """One record per trial, in plan order: status, attempts, errors, metrics; finished cells' results saved."""
+    from librarian.cluster.tune_sweep import DONE_KEY
     from librarian.pipelines.ablate_report import cell_metrics
+    from librarian.pipelines.ablate_search import trial_cell
 
-    rec: dict[str, Any] = {"name": cell.name, "status": status, "group": cell.group, "overrides": cell.overrides,
-                           "attempts": attempts, "wall_s": wall_s,
-                           "metrics": cell_metrics(results, metric_paths) if results else {}}
-    if error:
-        rec["error"] = error
-    if errors:
-        rec["errors"] = errors
-    return rec
+    order = {c.name: i for i, c in enumerate(cells)}
+    records = []
+    for result in grid:
+        m = result.metrics or {}
+        trial_id = str(m.get("trial_id") or "")
+        name, group, overrides = trial_cell(result.config, trial_id)
+        if not trial_id and result.config.get("space"):  # a sampled trial that never reported: its folder
+            name = group = Path(result.path).name
+        mine = [a for a in attempts if a["cell"] == name]
+        last_session = mine[-1]["session"] if mine else ""
+        ran = [a for a in mine if a["session"] == last_session]
+        ends = [a for a in ran if a["event"] == "end"]
+        status = "failed" if result.error else "finished" if m.get(DONE_KEY) else \
+            "early_stopped" if m.get("done") else "interrupted"
+        rec: dict[str, Any] = {
+            "name": name, "status": status, "group": group, "overrides": overrides,
+            "skipped": last_session != session, "attempts": max(len(ends), sum(a["event"] == "start" for a in ran)),
+            "wall_s": ends[-1]["end"] - ends[-1]["start"] if ends else 0.0,
+            "iterations": int(m.get("training_iteration") or 0), "metrics": {}}
+        if status == "finished":
+            write_json(out / "cells" / name / "results.json", m["results"])
+            rec["metrics"] = cell_metrics(m["results"], cfg.metrics)
+        if cfg.search == "optuna" or cfg.scheduler != "fifo":
+            objective = cfg.objective.metric
+            if isinstance(m.get(objective), int | float):
+                rec["metrics"][f"last.{objective}"] = float(m[objective])
+        errors = [f"attempt {a['attempt']}: {a['error']}" for a in ends if a.get("error")]
+        if errors:
+            rec["errors"] = errors
+        if status == "failed":
+            rec["error"] = errors[-1].split(": ", 1)[1] if errors else str(result.error)
+        records.append((order.get(result.config["cell"]["name"], len(order)), name, rec))
+    return [rec for *_, rec in sorted(records, key=lambda r: r[:2])]
 
 
 def run(cfg: AblateConfig) -> dict[str, Any]:
     """Run the sweep; returns the figures also written to results.json."""
     import ray
     from omegaconf import OmegaConf
-    from tqdm import tqdm
+    from ray import tune
 
     from librarian.cluster import topology
-    from librarian.cluster.sweep import Footprint, Job, Scheduler, peak_concurrency
+    from librarian.cluster import tune_sweep as ts
+    from librarian.cluster.ray_init import cluster_address
     from librarian.pipelines import ablate_config as ac
     from librarian.pipelines import ablate_report as rep
+    from librarian.pipelines import ablate_search as srch
+    from librarian.pipelines.ablate_trial import TrialPlan, cell_config, run_trial
     from librarian.tracking import Tracker
 
     ac.check(cfg)
@@ -152,82 +133,100 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
     schema, _, _ = ac.pipeline(cfg.pipeline).load()
     cells = ac.plan(cfg)
     ac.validate(cfg, cells, out)  # every key checked before anything starts
-    log.info("1/4 sweep of %s: %d cells", cfg.pipeline, len(cells))
+    if cfg.space:  # the sampled keys too, with one sample of each range
+        drawn = srch.sample(cfg.space, cfg.sample_seed)
+        ac.validate(cfg, [Cell(c.name, {**c.overrides, **drawn}, c.group, c.resources) for c in cells], out)
+    placements = {c.name: ac.placement(cfg, c) for c in cells}
+    experiment, plan_doc = out / "tune", sweep_plan(cfg)
+    resume = resumable(experiment, out / "sweep.json", plan_doc, cfg.rerun)
+    log.info("1/4 sweep of %s: %d cells%s%s", cfg.pipeline, len(cells),
+             f", {cfg.num_samples} {cfg.search} samples each" if cfg.space else "",
+             "; resuming its Tune experiment" if resume else "")
     out.mkdir(parents=True, exist_ok=True)
+    if experiment.exists() and not resume:
+        experiment.rename(out / f"tune.{time.strftime('%Y%m%d-%H%M%S')}")  # kept aside, never deleted
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
-    tracker = Tracker(cfg.experiment, out, cfg.tracking_uri or None, run_name=out.name,
+    write_json(out / "sweep.json", plan_doc)
+    tracker = Tracker(cfg.experiment, out, cfg.tracking_uri or None, pipeline="ablate",
                       tags={"librarian.sweep": out.name, "librarian.pipeline": cfg.pipeline})
     tracker.log_config(to_plain(cfg))
-    tracking = ac.tracking_overrides(schema, tracker.tracking_uri, tracker.client.get_experiment(
-        tracker.experiment_id).name)
-    ac.validate(cfg, cells, out, tracking)  # the cells log where the sweep logs
-    prints = {c.name: ac.footprint(cfg, c) for c in cells}
-    needed = max(p["cpus"] for p in prints.values())
-    if cfg.ray.address and not tracker.tracking_uri.startswith(("http://", "https://")):
+    exp_name = tracker.client.get_experiment(tracker.experiment_id).name
+    joining = cluster_address(cfg.ray.address)
+    if joining and not tracker.tracking_uri.startswith(("http://", "https://")):
         log.warning("joining Ray at %r with a local MLflow store (%s): cells on other nodes cannot log to it; "
-                    "set tracking_uri to a tracking server", cfg.ray.address, tracker.tracking_uri)
-    started_ray = topology.start(cfg.ray, needed)
+                    "set tracking_uri to a tracking server", joining, tracker.tracking_uri)
+    started_ray = topology.start(cfg.ray, max(p.total().get("CPU", 1.0) for p in placements.values()))
+    os.environ.setdefault("RAY_CHDIR_TO_TRIAL_DIR", "0")  # trials keep the working directory
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")  # save the experiment's state often (resume)
     status = "FAILED"
-    children = ChildRuns(tracker)
-    records: dict[str, dict[str, Any]] = {}
+    children = rep.ChildRuns(tracker)
     try:
-        scheduler = Scheduler(cfg.max_concurrent)
-        log.info("2/4 Ray resources %s; MLflow parent run %s in %s", scheduler.cap, tracker.run_id,
-                 tracker.tracking_uri)
-        jobs = []
-        for c in cells:
-            cell_dir = out / "cells" / c.name
-            done = None if cfg.rerun else finished(cell_dir)
-            if done is not None:
-                prev = read_json(cell_dir / "status.json") or {}
-                records[c.name] = cell_record(c, SKIPPED, int(prev.get("attempts", 0)), float(prev.get("wall_s", 0.0)),
-                                              done, cfg.metrics)
-                continue
-            env = {"LIBRARIAN_PARENT_RUN_ID": tracker.run_id, "LIBRARIAN_TRACKING_URI": tracker.tracking_uri,
-                   "LIBRARIAN_EXPERIMENT": tracking.get("experiment") or tracking.get("tracking.experiment")
-                   or cfg.experiment, "LIBRARIAN_RUN_TAGS": json.dumps(cell_tags(c.name, c.overrides))}
-            p = prints[c.name]
-            jobs.append(Job(c.name, run_cell, (cfg.pipeline, c.config, env),
-                            Footprint(p["cpus"], p["gpus"], dict(p["custom"]), bool(p["hold"])),
-                            cfg.retries, cfg.timeout_s))
+        cap = ts.capacity()
+        for name, p in placements.items():
+            need = p.total()
+            if any(v > cap.get(k, 0.0) + 1e-9 for k, v in need.items()):
+                msg = f"cell {name!r} needs {need} but the Ray cluster has {cap}"
+                if not joining:
+                    raise ConfigError(f"{msg}: it could never start; lower its resources")
+                log.warning("%s: Tune waits for the cluster to grow", msg)
+        log.info("2/4 Ray resources %s; MLflow parent run %s in %s", cap, tracker.run_id, tracker.tracking_uri)
+        plan = TrialPlan(cfg.pipeline, [f"config={f}" for f in cfg.base.config]
+                         + ac.render(ac.normalize(cfg.base.overrides, "base.overrides")),
+                         {**ac.tracking_overrides(schema, tracker.tracking_uri, exp_name), **ac.trial_overrides(schema)},
+                         str(out / "cells"), {"LIBRARIAN_PARENT_RUN_ID": tracker.run_id,
+                                              "LIBRARIAN_TRACKING_URI": tracker.tracking_uri,
+                                              "LIBRARIAN_EXPERIMENT": exp_name}, list(cfg.metrics))
         by_name = {c.name: c for c in cells}
-        log.info("3/4 %d cells to run, %d finished before (skipped)", len(jobs), len(records))
-        bar = tqdm(total=len(cells), initial=len(records), desc="cells", unit="cell")
 
-        def on_start(job: Job, attempt: int) -> None:
-            write_json(out / "cells" / job.name / "status.json",
-                       {"status": RUNNING, "attempt": attempt, "overrides": by_name[job.name].overrides})
+        def resources(config: dict) -> Any:
+            cell = by_name[config["cell"]["name"]]
+            p = placements[cell.name]
+            if config.get("space"):  # sampled keys may change the actors
+                overrides = {**cell.overrides, **{k: srch.plain(v) for k, v in config["space"].items()}}
+                p = ac.placement(cfg, Cell(cell.name, overrides, cell.group, cell.resources,
+                                           cell_config(plan, cell.name, overrides)))
+            return ts.placement(p.bundles, p.strategy, p.head)
 
-        def on_done(o: Any) -> None:
-            cell_dir = out / "cells" / o.name
-            if o.status == FINISHED:
-                write_json(cell_dir / "results.json", o.value)
-            rec = cell_record(by_name[o.name], o.status, o.attempts, o.wall_s, o.value, cfg.metrics, o.error,
-                              o.errors)
-            write_json(cell_dir / "status.json", {k: v for k, v in rec.items() if k != "metrics"})
-            records[o.name] = rec
-            try:
-                children.record(rec)
-            except Exception as exc:  # noqa: BLE001 - a tracking hiccup must not lose the sweep
-                log.warning("MLflow: could not record cell %s: %s", o.name, exc)
-            bar.update(1)
-            log.info("cell %s %s after %d attempt(s) in %.1f s%s", o.name, o.status, o.attempts, o.wall_s,
-                     f": {o.error}" if o.error else "")
-
-        scheduler.run(jobs, on_start, on_done)
-        bar.close()
-        cell_list = [records[c.name] for c in cells]
+        trainable = tune.with_resources(tune.with_parameters(run_trial, plan=plan), resources)
+        callback = ts.AttemptLog(out / "attempts.jsonl", srch.trial_name, cfg.retries, cfg.timeout_s,
+                                 session=tracker.run_id)
+        run_config = tune.RunConfig(name=experiment.name, storage_path=str(out), callbacks=[callback], verbose=1,
+                                    failure_config=tune.FailureConfig(max_failures=cfg.retries))
+        if resume:
+            tuner = tune.Tuner.restore(str(experiment), trainable, resume_unfinished=True, restart_errored=True)
+            restored = tuner._local_tuner.get_run_config()  # the saved run config: use this command's callbacks
+            restored.callbacks, restored.failure_config = run_config.callbacks, run_config.failure_config
+        else:
+            tuner = tune.Tuner(trainable, param_space=srch.param_space(cfg, cells), tune_config=srch.tune_config(cfg),
+                               run_config=run_config)
+        log.info("3/4 Tune experiment %s", experiment)
+        grid = tuner.fit()
+        attempts = ts.read_attempts(out / "attempts.jsonl")
+        cell_list = cell_records(cfg, cells, grid, attempts, tracker.run_id, out)
+        mine = [a for a in attempts if a["session"] == tracker.run_id and a["event"] == "end"]
+        t0 = min((a["start"] for a in mine), default=0.0)
+        spans = [ts.Span(a["cell"], a["attempt"], a["start"] - t0, a["end"] - t0) for a in mine]
+        for c in cell_list:
+            if not c["skipped"]:
+                try:
+                    children.record(c)
+                except Exception as exc:  # noqa: BLE001 - a tracking hiccup must not lose the sweep
+                    log.warning("MLflow: could not record cell %s: %s", c["name"], exc)
         names = rep.metric_names(cell_list, cfg.metrics)
+        objective = f"last.{cfg.objective.metric}"
+        if objective not in names and any(objective in c["metrics"] for c in cell_list):
+            names.append(objective)  # the per-step objective where a search or scheduler used it
         grouped = rep.groups(cell_list, names, cfg.n_boot)
         log.info("4/4 summary of %d cells (%d seed groups)", len(cell_list), len(grouped))
         table = rep.summary_table(cell_list, grouped, names)
-        counts = {s: sum(c["status"] == s for c in cell_list) for s in (FINISHED, FAILED, SKIPPED)}
+        counts = {s: sum(c["status"] == s for c in cell_list) for s in (*STATUSES, "interrupted")}
+        counts["skipped"] = sum(c["skipped"] for c in cell_list)
         results = {
             "pipeline": cfg.pipeline, "cells": cell_list, "groups": grouped, "metrics": names, "counts": counts,
-            "max_concurrent": cfg.max_concurrent, "peak_concurrent": peak_concurrency(scheduler.spans),
-            "capacity": scheduler.cap, "timeline": [vars(s) for s in scheduler.spans],
-            "schedule_s": max((s.end for s in scheduler.spans), default=0.0),
-            "wall_s": time.perf_counter() - started,
+            "max_concurrent": cfg.max_concurrent, "peak_concurrent": ts.peak_concurrency(spans), "capacity": cap,
+            "timeline": [vars(s) for s in spans], "schedule_s": max((s.end for s in spans), default=0.0),
+            "wall_s": time.perf_counter() - started, "resumed": resume,
+            "tune": {"experiment": str(experiment), "search": cfg.search, "scheduler": cfg.scheduler},
             "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": tracker.run_id,
                        "experiment_id": tracker.experiment_id},
             "config": to_plain(cfg),
@@ -255,5 +254,7 @@ def main(argv: list[str]) -> int:
     from librarian.pipelines.ablate_config import load
     from librarian.pipelines.entry import pipeline_main
 
-    return pipeline_main("ablate", __doc__, AblateConfig, run, argv, load=load,
-                         exit_code=lambda results: 0 if results["counts"][FAILED] == 0 else 1)
+    def code(results: dict[str, Any]) -> int:
+        return 0 if results["counts"]["failed"] == 0 and results["counts"]["interrupted"] == 0 else 1
+
+    return pipeline_main("ablate", __doc__, AblateConfig, run, argv, load=load, exit_code=code)

@@ -3,10 +3,12 @@
 A sweep is a `pipeline` (a name in `PIPELINES`, or `module:function`), a
 `base` (the pipeline's YAML files and overrides), a `grid` (dotted key ->
 list of values; the cartesian product) and/or explicit `cells` ({name,
-overrides, resources}), optionally replicated over `seeds`. `expand` turns it
-into `Cell`s, each with a filesystem-safe unique name and its pipeline
-config validated by the pipeline's own `load_config` (and check), so a typo
-fails before anything runs, with the cell and the key named.
+overrides, resources}), optionally replicated over `seeds`, and optionally
+searched (`search: random | optuna` over `space`, `num_samples` trials per
+cell). `plan` turns it into `Cell`s, each with a filesystem-safe unique name;
+`validate` loads each cell's config through the pipeline's own `load_config`
+(and check), so a typo fails before anything runs, with the cell and the key
+named; `placement` sizes a cell's Ray Tune trial from its config.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from librarian.config import ConfigError, load_config
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 CELL_FIELDS = ("name", "overrides", "resources")
+RESOURCE_FIELDS = ("cpus", "gpus", "custom")
+SEARCHES = ("grid", "random", "optuna")
+SCHEDULERS = ("fifo", "asha")
 
 
 @dataclass
@@ -41,12 +46,28 @@ class BaseConfig:
 
 @dataclass
 class ResourcesConfig:
-    """A cell's footprint on the cluster; -1: from the pipeline's config (its actors' CPUs and GPUs)."""
+    """A cell's trial on the cluster; -1: a bundle per actor of the pipeline's config (CPUs, GPUs)."""
 
-    cpus: float = -1.0
+    cpus: float = -1.0  # >= 0: one bundle of this many CPUs that the cell's actors share
     gpus: float = -1.0
-    custom: dict = field(default_factory=dict)  # Ray custom resources, e.g. {learner_node: 1}
-    hold: bool = False  # True: the cell's own Ray task reserves the footprint (a pipeline without actors)
+    custom: dict = field(default_factory=dict)  # Ray custom resources the trial holds, e.g. {learner_node: 1}
+
+
+@dataclass
+class ObjectiveConfig:
+    """The per-step metric a search and a scheduler optimise (reported by the pipeline through its Tracker)."""
+
+    metric: str = "reward"
+    mode: str = "max"  # max | min
+
+
+@dataclass
+class AshaConfig:
+    """Ray Tune's ASHA: at each rung (grace_period x reduction_factor^k reports) stop the worse trials."""
+
+    grace_period: int = 1  # reports (pipeline steps) before a trial can be stopped
+    reduction_factor: int = 2  # keep the best 1/reduction_factor at each rung
+    max_t: int = 100  # the largest rung considered (trials are never stopped for reaching it)
 
 
 @dataclass
@@ -61,13 +82,20 @@ class AblateConfig:
     seeds: list = field(default_factory=list)  # replicate every cell once per seed (sets `seed_key`)
     seed_key: str = "seed"
     metrics: list = field(default_factory=list)  # dotted paths into a cell's results (empty: top-level numbers)
+    search: str = "grid"  # grid (the cells as planned) | random | optuna (sample `space`)
+    space: dict = field(default_factory=dict)  # dotted key -> {loguniform: [lo, hi]} | {choice: [..]} | ...
+    num_samples: int = 1  # search: trials sampled per cell
+    sample_seed: int = 0  # search: seed of the sampler
+    scheduler: str = "fifo"  # fifo (every trial runs to the end) | asha (stop poor trials early)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    asha: AshaConfig = field(default_factory=AshaConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
     max_concurrent: int = 0  # 0: as many as the cluster's resources allow
     retries: int = 1  # extra attempts of a failed cell
     timeout_s: float = 0.0  # per attempt; 0: no limit
-    rerun: bool = False  # True: run cells whose status is already finished again
-    experiment: str = "ablate"
-    tracking_uri: str = ""  # empty: a local MLflow store under out_dir (children log there too)
+    rerun: bool = False  # True: start the sweep over (the previous Tune experiment is kept aside)
+    experiment: str = ""  # MLflow experiment ('': $MLFLOW_EXPERIMENT_NAME, else ablate)
+    tracking_uri: str = ""  # MLflow store ('': $MLFLOW_TRACKING_URI, else a local store under out_dir; cells log there too)
     n_boot: int = 2000
     ray: RayConfig = field(default_factory=RayConfig)
 
@@ -106,6 +134,9 @@ PIPELINES: dict[str, Pipeline] = {
     "evaluate_memory": Pipeline("librarian.pipelines.evaluate_memory:run",
                                 "librarian.pipelines.evaluate_memory:EvaluateMemoryConfig",
                                 "librarian.pipelines.evaluate_memory:check"),
+    "evaluate_online": Pipeline("librarian.pipelines.evaluate_online:run",
+                                "librarian.pipelines.online_config:EvaluateOnlineConfig",
+                                "librarian.pipelines.online_config:check"),
 }
 
 
@@ -240,9 +271,9 @@ def plan(cfg: AblateConfig) -> list[Cell]:
             raise ConfigError(f"{where}: name {name!r} is not filesystem-safe (letters, digits, '.', '_', '-'; "
                               "100 at most, not starting with '.' or '-')")
         res = dict(entry.get("resources") or {})
-        bad = [k for k in res if k not in ("cpus", "gpus", "custom", "hold")]
+        bad = [k for k in res if k not in RESOURCE_FIELDS]
         if bad:
-            raise ConfigError(f"{where}: unknown resources field(s) {bad}; use cpus, gpus, custom, hold")
+            raise ConfigError(f"{where}: unknown resources field(s) {bad}; use {', '.join(RESOURCE_FIELDS)}")
         cells.append((None if name is None else str(name), normalize(entry.get("overrides"), where), res))
     if not cells:
         cells = [("base", {}, {})]
@@ -292,6 +323,11 @@ def tracking_overrides(schema: type, uri: str, experiment: str) -> dict[str, Any
     return out
 
 
+def trial_overrides(schema: type) -> dict[str, Any]:
+    """Keys every cell runs with inside a trial: its actors go into the trial's placement group, not a new one."""
+    return {"ray.placement_group": False} if _has(schema, "ray.placement_group") else {}
+
+
 def validate(cfg: AblateConfig, cells: list[Cell], out_dir: Path, tracking: Mapping[str, Any] | None = None
              ) -> list[Cell]:
     """Each cell's pipeline config through the pipeline's `load_config` (and check); errors name the cell."""
@@ -318,24 +354,51 @@ def _get(obj: Any, dotted: str, default: float = 0.0) -> float:
     return float(obj) if isinstance(obj, int | float) and not isinstance(obj, bool) else default
 
 
-def auto_footprint(config: Any) -> tuple[float, float]:
-    """(CPUs, GPUs) a pipeline config asks of Ray: learner, rollout workers, probe workers (at least 1 CPU)."""
-    workers = _get(config, "rollout.workers")
-    cpus = _get(config, "ray.learner_cpus") + workers * _get(config, "rollout.cpus_per_worker") \
-        + _get(config, "probe.workers") + _get(config, "workers")
-    gpus = _get(config, "ray.learner_gpus") + workers * _get(config, "rollout.gpus_per_worker") \
-        + _get(config, "probe.workers") * _get(config, "probe.gpus_per_worker")
-    return max(cpus, 1.0), gpus
+def actor_bundles(config: Any) -> list[dict[str, float]]:
+    """One bundle per actor a pipeline config starts: learner ranks, rollout, probe and eval workers."""
+    out = [{"CPU": _get(config, "ray.learner_cpus"), "GPU": _get(config, "ray.learner_gpus")}
+           for _ in range(max(1, int(_get(config, "learner.workers", 1.0))))]
+    out += [{"CPU": _get(config, "rollout.cpus_per_worker"), "GPU": _get(config, "rollout.gpus_per_worker")}
+            for _ in range(int(_get(config, "rollout.workers")))]
+    out += [{"CPU": 1.0, "GPU": _get(config, "probe.gpus_per_worker")} for _ in range(int(_get(config, "probe.workers")))]
+    out += [{"CPU": 1.0} for _ in range(int(_get(config, "workers")))]
+    return [{k: v for k, v in b.items() if v} for b in out if any(b.values())]
 
 
-def footprint(cfg: AblateConfig, cell: Cell) -> dict[str, Any]:
-    """A cell's resources: its own over the sweep's; -1 filled from its pipeline config."""
+@dataclass(frozen=True)
+class Placement:
+    """A cell's trial: `head` (what the trial process holds), the `bundles` its actors fill, the strategy."""
+
+    head: dict
+    bundles: list
+    strategy: str = "PACK"
+
+    def total(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for b in [self.head, *self.bundles]:
+            for k, v in b.items():
+                out[k] = out.get(k, 0.0) + float(v)
+        return out
+
+
+def placement(cfg: AblateConfig, cell: Cell) -> Placement:
+    """A cell's resources: its own over the sweep's; -1: a bundle per actor of its config (one CPU when it
+    starts none); cpus/gpus >= 0: one bundle of that size that its actors share."""
     res = {"cpus": cfg.resources.cpus, "gpus": cfg.resources.gpus, "custom": dict(cfg.resources.custom),
-           "hold": cfg.resources.hold, **cell.resources}
-    cpus, gpus = auto_footprint(cell.config)
-    res["cpus"] = cpus if float(res["cpus"]) < 0 else float(res["cpus"])
-    res["gpus"] = gpus if float(res["gpus"]) < 0 else float(res["gpus"])
-    return res
+           **cell.resources}
+    actors = actor_bundles(cell.config) or [{"CPU": 1.0}]
+    strategy = str(getattr(getattr(cell.config, "ray", None), "strategy", "PACK") or "PACK")
+    head = {str(k): float(v) for k, v in dict(res.get("custom") or {}).items() if v}
+    cpus, gpus = float(res.get("cpus", -1)), float(res.get("gpus", -1))
+    if cpus < 0 and gpus < 0:
+        return Placement(head, actors, strategy)
+    auto = Placement({}, actors).total()
+    one = {"CPU": cpus if cpus >= 0 else auto.get("CPU", 0.0), "GPU": gpus if gpus >= 0 else auto.get("GPU", 0.0)}
+    one = {k: v for k, v in one.items() if v}
+    if not one and not head:
+        raise ConfigError(f"cell {cell.name!r}: resources reserve nothing (cpus 0, gpus 0, no custom); a Ray Tune "
+                          "trial needs some resource")
+    return Placement(head, [one] if one else [], strategy)
 
 
 def check(cfg: AblateConfig) -> None:
@@ -346,6 +409,25 @@ def check(cfg: AblateConfig) -> None:
         raise ConfigError(f"max_concurrent must be >= 0 (0: as the resources allow), got {cfg.max_concurrent}")
     if cfg.timeout_s < 0:
         raise ConfigError(f"timeout_s must be >= 0 (0: no limit), got {cfg.timeout_s}")
+    for key, value, allowed in (("search", cfg.search, SEARCHES), ("scheduler", cfg.scheduler, SCHEDULERS),
+                                ("objective.mode", cfg.objective.mode, ("max", "min"))):
+        if value not in allowed:
+            raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {value!r}")
+    if cfg.num_samples < 1:
+        raise ConfigError(f"num_samples must be >= 1, got {cfg.num_samples}")
+    if cfg.search == "grid" and (cfg.space or cfg.num_samples > 1):
+        raise ConfigError("space and num_samples need search: random or optuna (a grid runs the planned cells; "
+                          "replicate with seeds)")
+    if cfg.search != "grid" and not cfg.space:
+        raise ConfigError(f"search: {cfg.search} samples `space` (e.g. space={{learner.lr: {{loguniform: [1e-6, "
+                          "1e-4]}}}), which is empty")
+    if cfg.search == "optuna" and (cfg.grid or cfg.cells or cfg.seeds):
+        raise ConfigError("search: optuna samples one base cell; grid, cells and seeds need search: grid or random")
+    if (cfg.scheduler != "fifo" or cfg.search == "optuna") and not cfg.objective.metric:
+        raise ConfigError("objective.metric must name a per-step metric of the pipeline (e.g. reward)")
+    if cfg.asha.grace_period < 1 or cfg.asha.reduction_factor < 2 or cfg.asha.max_t < cfg.asha.grace_period:
+        raise ConfigError(f"asha needs grace_period >= 1, reduction_factor >= 2 and max_t >= grace_period, got "
+                          f"{cfg.asha}")
     if not isinstance(cfg.grid, Mapping):
         raise ConfigError("grid must be a mapping of dotted key -> list of values")
     bad = [m for m in cfg.metrics if not isinstance(m, str) or not m]

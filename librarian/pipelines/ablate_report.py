@@ -1,4 +1,5 @@
-"""A sweep's figures: metrics picked from each cell's results, seed groups with bootstrap CIs, table and plot.
+"""A sweep's figures: metrics picked from each cell's results, seed groups with bootstrap CIs, table and plot,
+and each cell's MLflow child run.
 
 A metric is a dotted path into a cell's results.json: keys, list indexes
 (`history.-1.reward`) and `key=value` selectors over a list of mappings
@@ -9,7 +10,10 @@ form a group whose CI is a bootstrap over the seeds' values.
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -136,6 +140,9 @@ def summary_table(cells: Sequence[Mapping[str, Any]], grouped: Sequence[Mapping[
     failed = [c for c in cells if c["status"] == "failed"]
     if failed:
         lines += ["", "Failed cells:", ""] + [f"- {c['name']}: {c.get('error', '')}" for c in failed]
+    stopped = [c["name"] for c in cells if c["status"] == "early_stopped"]
+    if stopped:
+        lines += ["", f"Stopped early by the scheduler: {', '.join(stopped)}"]
     return "\n".join(lines)
 
 
@@ -181,3 +188,52 @@ def plot(cells: Sequence[Mapping[str, Any]], grouped: Sequence[Mapping[str, Any]
     plt.close(fig)
     tmp.replace(target)
     return target
+
+
+def mlflow_key(name: str) -> str:
+    """A metric path as an MLflow metric name (alphanumerics, _ - . space : / only)."""
+    return re.sub(r"[^A-Za-z0-9_\-. :/]", "_", name)[:250]
+
+
+class ChildRuns:
+    """The MLflow children of the sweep's run: find a cell's own run, add the sweep's metrics, or make one."""
+
+    def __init__(self, tracker: Any) -> None:
+        self.tracker = tracker
+        self.client = tracker.client
+
+    def find(self, name: str) -> list[Any]:
+        flt = f"tags.`mlflow.parentRunId` = '{self.tracker.run_id}' and tags.`librarian.cell` = '{name}'"
+        runs = self.client.search_runs([self.tracker.experiment_id], flt, max_results=50)
+        return sorted(runs, key=lambda r: r.info.start_time)
+
+    def record(self, cell: Mapping[str, Any]) -> str:
+        """Log the cell's metrics to its latest run (a driver-made run when the pipeline made none)."""
+        from mlflow.entities import Metric, Param
+
+        from librarian.pipelines.ablate_trial import cell_tags
+
+        runs = self.find(cell["name"])
+        for earlier in runs[:-1]:  # a retried cell's attempts that died with their run open
+            if earlier.info.status == "RUNNING":
+                self.client.set_terminated(earlier.info.run_id, "FAILED")
+        if runs:
+            run_id = runs[-1].info.run_id
+            if cell["status"] == "early_stopped":
+                self.client.set_terminated(run_id, "KILLED")
+        else:  # the pipeline logs nowhere (or failed before its Tracker started)
+            tags = {"mlflow.parentRunId": self.tracker.run_id, **cell_tags(cell["name"], cell["overrides"]),
+                    "librarian.driver_run": "true"}
+            run_id = self.client.create_run(self.tracker.experiment_id, run_name=cell["name"], tags=tags).info.run_id
+            params = [Param(k[:250], json.dumps(v)[:6000]) for k, v in cell["overrides"].items()]
+            if params:
+                self.client.log_batch(run_id, params=params)
+            self.client.set_terminated(run_id, {"failed": "FAILED", "early_stopped": "KILLED"}.get(cell["status"],
+                                                                                                   "FINISHED"))
+        now = int(time.time() * 1000)
+        metrics = [Metric(mlflow_key(f"sweep.{k}"), float(v), now, 0) for k, v in cell["metrics"].items()
+                   if not k.endswith("_ci")]
+        if metrics:
+            self.client.log_batch(run_id, metrics=metrics)
+        self.client.set_tag(run_id, "librarian.status", cell["status"])
+        return run_id

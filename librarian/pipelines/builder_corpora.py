@@ -114,7 +114,10 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
     The universe's split sizes are `data.split_sizes` over the pipeline's
     defaults (train: 4 questions a training corpus, at least 30); the new
     options (`question_kinds`, `min_support`, `path_style`) apply to both
-    sets of corpora.
+    sets of corpora; `train_min_support` (when > 0) replaces `min_support`
+    for the training corpora, and `train_seed` (when set and not `seed`)
+    draws them from every split of another universe, so a task can train on
+    questions with headroom while its exam keeps `seed`'s held-out splits.
     """
     from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 
@@ -123,8 +126,17 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
     kbgym = build_kbgym(people=data.people, seed=data.seed, sizes=SplitSizes(**sizes))
     common: dict[str, Any] = dict(
         questions=data.questions_per_corpus, docs=data.docs_per_corpus, seed=data.seed, max_support=data.max_support,
-        question_kinds=tuple(getattr(data, "question_kinds", None) or ()), min_support=getattr(data, "min_support", 1),
-        path_style=getattr(data, "path_style", "id"))
-    train = make_corpora(kbgym, data.train_corpora, splits=("train",), prefix="c", **common)
-    held = make_corpora(kbgym, data.exam_corpora, splits=EXAM_SPLITS, prefix="x", **common) if exam else []
+        question_kinds=tuple(getattr(data, "question_kinds", None) or ()), path_style=getattr(data, "path_style", "id"))
+    min_support = getattr(data, "min_support", 1)
+    train_seed = getattr(data, "train_seed", None)
+    train_world, train_splits = kbgym, ("train",)
+    if train_seed is not None and train_seed != data.seed:  # another world: all of it is training material
+        train_world = build_kbgym(people=data.people, seed=train_seed, sizes=SplitSizes(**sizes))
+        train_splits = ("train", *EXAM_SPLITS)
+    train = make_corpora(train_world, data.train_corpora, splits=train_splits, prefix="c",
+                         min_support=getattr(data, "train_min_support", 0) or min_support, **common)
+    if train_world is not kbgym:  # question ids count within a universe: keep the other world's apart
+        train = [replace(c, questions=[replace(q, id=f"{q.id}@w{train_seed}") for q in c.questions]) for c in train]
+    held = make_corpora(kbgym, data.exam_corpora, splits=EXAM_SPLITS, prefix="x", min_support=min_support,
+                        **common) if exam else []
     return kbgym, train, held

@@ -23,13 +23,13 @@ PAIRS = (("trained_builder", "untrained_builder"), ("trained_builder", "sft_buil
 
 
 def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
-    """The policy's greedy build of every exam corpus (weights of at least `min_version`, default: the latest
+    """`s` is the run's `RLSession`. The policy's greedy build of every exam corpus (weights of at least `min_version`, default: the latest
     published): corpus id -> the final snapshot and the build's figures."""
     from librarian.cluster.rollout_worker import BuildJob
 
-    version = s.sync.version if min_version is None else min_version
-    jobs = [BuildJob(f"exam-{stage}-{c.corpus_id}", c.corpus_id, c.docs, 1, cfg.seed, version, [], True)
-            for c in corpora]
+    version = s.version if min_version is None else min_version
+    jobs = [BuildJob(f"exam-{stage}-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed,
+                     min_version=version, greedy=True) for c in corpora]
     batch = s.rollouts.run(jobs, s.sync.box)
     return {c.corpus_id: _frozen(batch[f"exam-{stage}-{c.corpus_id}"][0]) for c in corpora}
 
@@ -52,8 +52,8 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
 
     if not corpora:
         return [], {}
-    scripted = [BuildJob(f"exam-scripted-{c.corpus_id}", c.corpus_id, c.docs, 1, cfg.seed, -1, [], True,
-                         cfg.sft.teacher, cfg.exam.scripted_budget) for c in corpora]
+    scripted = [BuildJob(f"exam-scripted-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed,
+                         greedy=True, teacher=cfg.sft.teacher, budget=cfg.exam.scripted_budget) for c in corpora]
     batch = s.rollouts.run(scripted, s.sync.box)
     builders = {"scripted_builder": {c.corpus_id: _frozen(batch[f"exam-scripted-{c.corpus_id}"][0]) for c in corpora},
                 **(stages or {}), "trained_builder": policy_builds(cfg, s, corpora, "trained")}

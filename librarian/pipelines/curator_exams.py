@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from librarian.datasets.records import Question
 from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci
-from librarian.evaluation.metrics.rho import rho, rho_ci
+from librarian.evaluation.metrics.rho import floor_failure, rho, rho_ci
 from librarian.models.base import PolicyBackend
 from librarian.rewards.scoring import score_answer
 from librarian.roles import LoopConfig, Role, ToolContext, ToolEnv, Trajectory, run_episodes
@@ -85,8 +85,13 @@ def summarize(results: Sequence[QuestionResult]) -> dict[str, Any]:
 
 
 def compare(store: Sequence[QuestionResult], flat: Sequence[QuestionResult], delta: float = 0.03,
-            n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
-    """A store's exam against the flat store's on the same questions (paper 001 Eq. 1)."""
+            n_boot: int = 2000, seed: int = 0, floor: float | None = None) -> dict[str, Any]:
+    """A store's exam against the flat store's on the same questions (paper 001 Eq. 1).
+
+    With a `floor`, rho, its CI, non-inferiority and the hypothesis are given
+    only when the flat store's F1 reaches it; below it they are None and
+    `failure` says why (a reader that cannot answer makes rho meaningless).
+    """
     by_id = {r.qid: r for r in flat}
     missing = [r.qid for r in store if r.qid not in by_id]
     if missing:
@@ -108,13 +113,17 @@ def compare(store: Sequence[QuestionResult], flat: Sequence[QuestionResult], del
         "non_inferior": out["store"]["f1"] >= out["flat"]["f1"] - delta,
         "hypothesis_holds": r < 1.0 and out["store"]["f1"] >= out["flat"]["f1"] - delta,
     })
+    failure = floor_failure(out["flat"]["f1"], out["store"]["f1"], floor)
+    if failure:
+        out.update({"rho": None, "rho_ci": None, "rho_ci_excludes_1": None, "non_inferior": None,
+                    "hypothesis_holds": None, "failure": failure})
     return out
 
 
-def per_class(results: Sequence[QuestionResult]) -> dict[str, dict[str, Any]]:
-    """`summarize` per question class."""
-    classes = sorted({r.qclass for r in results}, key=lambda c: (len(c), c))
-    return {c: summarize([r for r in results if r.qclass == c]) for c in classes}
+def per_class(results: Sequence[QuestionResult], key: str = "qclass") -> dict[str, dict[str, Any]]:
+    """`summarize` per question class (or per `template` with key='template')."""
+    classes = sorted({getattr(r, key) for r in results}, key=lambda c: (len(c), c))
+    return {c: summarize([r for r in results if getattr(r, key) == c]) for c in classes}
 
 
 def as_rows(results: Sequence[QuestionResult]) -> list[dict[str, Any]]:

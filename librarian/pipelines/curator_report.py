@@ -78,17 +78,28 @@ def results_table(splits: dict[str, dict[str, Any]], coverage: dict[str, Any]) -
     head = ("| split | n | F1 flat | F1 trained | steps flat | steps trained | rho [95% CI] | "
             "exhausted flat | exhausted trained | question coverage | non-inferior |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    failures = []
     for name, cmp in splits.items():
         if not cmp.get("n", 1) or "store" not in cmp:
             continue
         s, f = cmp["store"], cmp["flat"]
-        ci = cmp["rho_ci"]
+        ci = cmp["rho_ci"] or [None, None]
+        if cmp.get("failure"):
+            failures.append(f"{name}: rho {cmp['failure']}.")
         lines.append(
             f"| {name} | {s['n']} | {_fmt(f['f1'])} | {_fmt(s['f1'])} | {_fmt(f['steps'], 2)} | {_fmt(s['steps'], 2)} | "
             f"{_fmt(cmp['rho'])} [{_fmt(ci[0])}, {_fmt(ci[1])}] | {_fmt(f['budget_exhausted'])} | "
             f"{_fmt(s['budget_exhausted'])} | {_fmt(coverage.get('questions', {}).get(name))} | "
             f"{_fmt(cmp['non_inferior'])} |")
     lines.append("")
+    lines += failures + ([""] if failures else [])
     lines.append(f"Document coverage of the trained store: {_fmt(coverage.get('one_hop'))} one hop, "
                  f"{_fmt(coverage.get('two_hop'))} two hops.")
+    return "\n".join(lines)
+
+
+def template_table(f1_by_template: dict[str, float]) -> str:
+    """A Markdown table of the flat store's F1 per question template (every question examined)."""
+    lines = ["| template | F1 flat |", "|---|---|"]
+    lines += [f"| {t} | {_fmt(f1)} |" for t, f1 in f1_by_template.items()]
     return "\n".join(lines)

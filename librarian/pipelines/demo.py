@@ -29,7 +29,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from librarian.config import ConfigError, load_config, to_plain
+from librarian.config import to_plain
 from librarian.pipelines.demo_jam import JamDemoConfig
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
@@ -51,6 +51,9 @@ class DemoConfig:
     jam: bool = True  # part 2: JAM memory with the scripted researcher (about a minute)
     memory: JamDemoConfig = field(default_factory=JamDemoConfig)  # the JAM part's history, embedder, budget
     rl: bool = True  # part 3: the RL builder demo (configs/demo.yaml; about 12 minutes on 2 cores)
+    experiment: str = ""  # MLflow experiment ('': $MLFLOW_EXPERIMENT_NAME, else demo)
+    tracking_uri: str = ""  # MLflow store ('': $MLFLOW_TRACKING_URI, else a local store under out_dir)
+    rl_overrides: dict = field(default_factory=dict)  # part 3: changes to that preset, e.g. rl_overrides.steps=1
 
 
 def run(cfg: DemoConfig) -> dict:
@@ -172,24 +175,27 @@ def plot_store_growth(series: list, path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """CLI entry: `librarian demo [key=value ...]`."""
-    if argv and argv[0] in ("-h", "--help"):
-        print(__doc__)
-        print("options (key=value):", ", ".join(f"{k}={v}" for k, v in to_plain(DemoConfig()).items()))
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        cfg = load_config(DemoConfig, argv)
-    except ConfigError as exc:
-        print(f"librarian demo: {exc}")
-        return 2
+    """CLI entry: `librarian demo [--config FILE] [--out DIR] [key=value ...]`."""
+    from librarian.pipelines.entry import pipeline_main
+
+    return pipeline_main("demo", __doc__, DemoConfig, run_all, argv)
+
+
+def run_all(cfg: DemoConfig) -> dict:
+    """Every part the config turns on, in one MLflow run; returns the merged results."""
+    from librarian.tracking import Tracker
+
     started = time.perf_counter()
-    results = run(cfg)
-    if cfg.jam:
-        results = run_jam_part(cfg, results)
-    if cfg.rl:
-        results = run_rl_part(cfg, results, started)
-    return 0
+    with Tracker(cfg.experiment, cfg.out_dir, cfg.tracking_uri or None, pipeline="demo") as tracker:
+        tracker.log_config(cfg)
+        results = run(cfg)
+        if cfg.jam:
+            results = run_jam_part(cfg, results)
+        if cfg.rl:
+            results = run_rl_part(cfg, results, started)
+        tracker.log_metrics({k: v for k, v in results.items() if isinstance(v, int | float)}, 0)
+        tracker.log_run_files(cfg.out_dir)
+    return results
 
 
 def run_jam_part(cfg: DemoConfig, results: dict) -> dict:
@@ -209,7 +215,7 @@ def run_rl_part(cfg: DemoConfig, curation: dict, started: float) -> dict:
     """
     from librarian.pipelines.demo_rl import demo_config, run_rl_demo
 
-    rl = run_rl_demo(demo_config(str(Path(cfg.out_dir) / "rl")))
+    rl = run_rl_demo(demo_config(str(Path(cfg.out_dir) / "rl"), dict(cfg.rl_overrides)))
     merged = {**curation, "grpo_steps": rl["grpo_steps"], "rows": rl["rows_brief"], "wall_s": time.perf_counter() - started,
               "rl": {k: v for k, v in rl.items() if k not in ("history", "rows_brief")}}
     out = Path(cfg.out_dir)

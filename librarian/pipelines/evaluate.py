@@ -1,7 +1,9 @@
 """`librarian evaluate`: examine stores with one reader on the same questions and compare them.
 
 Reads top to bottom:
-1. generate a KBGym universe -> the flat store (atomic facts, no links);
+1. load the data (`data.source`: a KBGym universe, the official PhantomWiki
+   generator's, or a `librarian data` folder) -> the flat store (atomic
+   facts, no links);
 2. build the stores: baselines (`flat`, `graphrag`, `hipporag`, `raptor`)
    through workspace ops on copies of the flat store; `curated` from a
    train_curator run (its `snapshot.parquet`, or a run in-process with the
@@ -13,10 +15,13 @@ Reads top to bottom:
    extra reader arm in `readers` (e.g. the reactive retrieve-and-read readers
    over BM25, dense and hybrid search) on the flat store, in-process;
 4. compare each store with the flat store: F1, mean actions, rho, bootstrap
-   CIs, tokens and files read, coverage, structure statistics;
+   CIs (rho and non-inferiority only when the flat store's F1 reaches
+   `f1_floor`; otherwise the row names the failure), tokens and files read,
+   coverage, structure statistics;
 5. write results.json (`rows`), results.md, exams.jsonl, plots (rho against
    coverage, amortization, gradient, structure; PNG), report.html, and log
-   it all to MLflow when `tracking.enabled`.
+   the config, each store's figures and those files to MLflow (`experiment`,
+   `tracking_uri`, or MLflow's own environment variables; docs/tracking.md).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from librarian.config import ConfigError, load_config, to_plain
+from librarian.config import ConfigError, to_plain
+from librarian.datasets.records import DatasetError
+from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
 from librarian.evaluation.exam import ReaderSpec
 
@@ -47,13 +54,7 @@ class CuratedConfig:
     train_questions: int = 150
     epochs: int = 1
     curator: dict = field(default_factory=lambda: {"backend": "scripted", "options": {"policy": "kbgym_curator"}})
-
-
-@dataclass
-class TrackingConfig:
-    enabled: bool = False
-    uri: str = ""  # empty: a local store under out_dir
-    experiment: str = "evaluate"
+    settings: dict = field(default_factory=dict)  # other train_curator fields, e.g. {backward_budget: 50}
 
 
 @dataclass
@@ -61,11 +62,12 @@ class EvaluateConfig:
     """What `librarian evaluate` runs; override any field as key=value."""
 
     out_dir: str = "build/evaluate"
-    people: int = 200
-    seed: int = 1
+    data: DataConfig = field(default_factory=DataConfig)  # kbgym | phantomwiki | path
+    people: int = 200  # KBGym universe size
+    seed: int = 1  # the universe's seed (KBGym, PhantomWiki)
     splits: list = field(default_factory=lambda: ["test_in"])
     questions: int = -1  # per split, classes in turn (-1: all)
-    gradient: int = 30  # questions per key-coverage group (0: no gradient)
+    gradient: int = 30  # questions per key-coverage group (0: no gradient; KBGym only)
     stores: list = field(default_factory=lambda: ["flat", "graphrag", "hipporag", "raptor", "curated"])
     ablations: list = field(default_factory=lambda: list(ABLATIONS))
     ablation_base: str = "curated"
@@ -77,17 +79,25 @@ class EvaluateConfig:
     workers: int = 2  # Ray probe workers (0: the plain in-process loop)
     chunk: int = 16  # questions per probe task
     n_boot: int = 2000
+    f1_floor: float = 0.5  # rho and non-inferiority are reported only when the flat store's F1 reaches it
     save_snapshots: bool = False
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    experiment: str = ""  # MLflow experiment ('': $MLFLOW_EXPERIMENT_NAME, else evaluate)
+    tracking_uri: str = ""  # MLflow store ('': $MLFLOW_TRACKING_URI, else a local store under out_dir)
 
 
 def _check(cfg: EvaluateConfig) -> None:
     from librarian.datasets.kbgym.build import SPLITS
     from librarian.evaluation.baselines import BASELINES
 
-    bad = [s for s in cfg.splits if s not in SPLITS]
+    try:
+        cfg.data.check()
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from None
+    bad = [s for s in cfg.splits if s not in SPLITS] if cfg.data.source != "path" else []
     if bad or not cfg.splits:
         raise ConfigError(f"splits: unknown or empty {bad or cfg.splits}; choose from {', '.join(SPLITS)}")
+    if not 0.0 <= cfg.f1_floor <= 1.0:
+        raise ConfigError(f"f1_floor must be in [0, 1], got {cfg.f1_floor}")
     known = (*BASELINE_STORES, "curated")
     bad = [s for s in cfg.stores if s not in known]
     if bad:
@@ -172,9 +182,13 @@ def _curated(cfg: EvaluateConfig, out: Path) -> tuple[Any, int, dict]:
     run_dir = out / "train_curator"
     curator = PolicyConfig(backend=cfg.curated.curator.get("backend", "scripted"),
                            options=dict(cfg.curated.curator.get("options", {})))
-    tc = TrainCuratorConfig(out_dir=str(run_dir), people=cfg.people, seed=cfg.seed,
+    tc = TrainCuratorConfig(out_dir=str(run_dir), data=cfg.data, people=cfg.people, seed=cfg.seed,
                             train_questions=cfg.curated.train_questions, epochs=cfg.curated.epochs,
                             exams=["trained"], eval_questions=0, save_trajectories=False, curator=curator)
+    unknown = sorted(set(cfg.curated.settings) - set(TrainCuratorConfig.__dataclass_fields__))
+    if unknown:
+        raise ConfigError(f"curated.settings: unknown train_curator field(s) {unknown}")
+    tc = replace(tc, **dict(cfg.curated.settings))
     log.info("training the curated store in-process (%d questions x %d epochs) into %s",
              cfg.curated.train_questions, cfg.curated.epochs, run_dir)
     trained = train(tc)
@@ -213,10 +227,22 @@ def build_stores(cfg: EvaluateConfig, flat_ws: Any, out: Path) -> dict[str, dict
 
 
 def run(cfg: EvaluateConfig) -> dict[str, Any]:
+    """Evaluate inside an MLflow run (FAILED if the evaluation fails); returns what results.json holds."""
+    from librarian.tracking import Tracker
+
+    _check(cfg)
+    out = Path(cfg.out_dir)
+    with Tracker(cfg.experiment, out, cfg.tracking_uri or None, pipeline="evaluate") as tracker:
+        results = evaluate(cfg)
+        track(tracker, cfg, out, results["rows"])
+    return results
+
+
+def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     """Build, examine and compare the stores; returns what results.json holds."""
     from librarian.datasets import to_documents
-    from librarian.datasets.kbgym.build import build_kbgym
     from librarian.datasets.kbgym.gradient import gradient_groups
+    from librarian.datasets.source import load_source, require_splits
     from librarian.evaluation.exam import compare, run_local, summarize
     from librarian.evaluation.metrics.coverage import coverage_readings
     from librarian.evaluation.report import markdown_table, plot_all, write_report
@@ -229,12 +255,19 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
 
-    log.info("1/5 KBGym universe of %d people (seed %d) -> the flat store", cfg.people, cfg.seed)
-    kb = build_kbgym(people=cfg.people, seed=cfg.seed)
-    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(kb.corpus)]
+    try:
+        source = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
+        require_splits(source, cfg.splits)
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from None
+    log.info("1/5 %s -> the flat store", source.describe())
+    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(source.corpus)]
     flat_ws = Workspace.from_documents(docs, raw_policy="editable")
-    questions = [q for s in cfg.splits for q in take_balanced(kb.bundle.split(s), cfg.questions)]
-    groups = gradient_groups(kb, n=cfg.gradient, seed=cfg.seed) if cfg.gradient > 0 else {}
+    questions = [q for s in cfg.splits for q in take_balanced(source.split(s), cfg.questions)]
+    kb = source.kbgym
+    groups = gradient_groups(kb, n=cfg.gradient, seed=cfg.seed) if cfg.gradient > 0 and kb is not None else {}
+    if cfg.gradient > 0 and kb is None:
+        log.info("no key-coverage gradient: it is drawn from KBGym's templates, and the data is %s", source.name)
     group_qs = [q for qs in groups.values() for q in qs]
 
     log.info("2/5 building stores: %s", ", ".join([*cfg.stores, *cfg.snapshots, *cfg.ablations]))
@@ -278,7 +311,7 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
     rows, structure = [], {}
     for name, store in stores.items():
         ws = store["workspace"]
-        cmp = compare(exams[name], exams["flat"], n_boot=cfg.n_boot, seed=cfg.seed)
+        cmp = compare(exams[name], exams["flat"], n_boot=cfg.n_boot, seed=cfg.seed, floor=cfg.f1_floor)
         cov = coverage_readings(ws, supports or None)
         structure[name] = structure_stats(ws)
         rows.append({"name": name, **cmp, "coverage_one_hop": cov.one_hop, "coverage_two_hop": cov.two_hop,
@@ -299,37 +332,35 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
     table = markdown_table(rows)
     (out / "results.md").write_text(table + "\n", encoding="utf-8")
     results = {"rows": rows, **extra, "questions": len(questions), "splits": list(cfg.splits),
+               "data": {"source": cfg.data.source, "name": source.name, **source.config}, "f1_floor": cfg.f1_floor,
                "structure": {k: v.as_dict() for k, v in structure.items()},
                "plots": [p.name for p in plots], "elapsed_s": time.perf_counter() - started, "config": to_plain(cfg)}
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
-    notes = [f"KBGym, {cfg.people} people (seed {cfg.seed}); {len(questions)} questions from "
+    notes = [f"{source.describe()} (seed {cfg.seed}); {len(questions)} questions from "
              f"{', '.join(cfg.splits)}; reader {cfg.reader.backend} {cfg.reader.options} with budget "
              f"{cfg.reader.budget}; ablations are of '{cfg.ablation_base}'."]
+    notes += [f"{r['name']}: rho {r['failure']}." for r in rows if r.get("failure")]
     write_report(out / "report.html", "librarian evaluate", rows, plots, notes, extra, to_plain(cfg))
-    if cfg.tracking.enabled:
-        track(cfg, out, rows, plots)
     print(table)
+    for note in notes[1:]:
+        print(note)
     print(f"\nwrote {out / 'results.json'}, {out / 'report.html'} and {len(plots)} plots "
           f"({time.perf_counter() - started:.0f} s)")
     return results
 
 
-def track(cfg: EvaluateConfig, out: Path, rows: list[dict[str, Any]], plots: list[Path]) -> None:
+def track(tracker: Any, cfg: EvaluateConfig, out: Path, rows: list[dict[str, Any]]) -> None:
     """Log the config, each store's figures (as `<store>.<metric>`), plots, results and report to MLflow."""
-    from librarian.tracking import Tracker
-
-    with Tracker(cfg.tracking.experiment, out_dir=out, tracking_uri=cfg.tracking.uri or None,
-                 run_name=out.name) as tracker:
-        tracker.log_config(cfg)
-        metrics = {}
-        for r in rows:
-            for key in ("f1", "actions", "rho", "tokens_read", "files_read", "coverage_one_hop", "construction_tokens"):
-                if isinstance(r.get(key), int | float):
-                    metrics[f"{r['name']}.{key}"] = r[key]
+    tracker.log_config(cfg)
+    metrics = {}
+    for r in rows:
+        for key in ("f1", "actions", "rho", "tokens_read", "files_read", "coverage_one_hop", "construction_tokens"):
+            if isinstance(r.get(key), int | float):
+                metrics[f"{r['name']}.{key}"] = r[key]
+        if r.get("rho_ci"):
             metrics[f"{r['name']}.rho_ci_low"], metrics[f"{r['name']}.rho_ci_high"] = r["rho_ci"]
-        tracker.log_metrics(metrics, step=0)
-        for path in [*plots, out / "results.json", out / "results.md", out / "report.html"]:
-            tracker.log_file(path, "plots" if path.suffix == ".png" else None)
+    tracker.log_metrics(metrics, step=0)
+    tracker.log_run_files(out)
 
 
 def main(argv: list[str]) -> int:
@@ -337,10 +368,3 @@ def main(argv: list[str]) -> int:
     from librarian.pipelines.entry import pipeline_main
 
     return pipeline_main("evaluate", __doc__, EvaluateConfig, run, argv, check=_check)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        run(load_config(EvaluateConfig, argv))
-    except ConfigError as exc:
-        print(f"librarian evaluate: {exc}")
-        return 2
-    return 0

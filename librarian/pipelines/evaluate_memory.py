@@ -62,8 +62,8 @@ class EvaluateMemoryConfig:
     researcher: BackendSpec = field(default_factory=BackendSpec)
     client: BackendSpec = field(default_factory=lambda: BackendSpec(backend="", options={}))  # "": no client
     eval: ArmsEvalSection = field(default_factory=ArmsEvalSection)
-    experiment: str = "evaluate_memory"
-    tracking_uri: str = ""  # empty: a local MLflow store under out_dir
+    experiment: str = ""  # MLflow experiment ('': $MLFLOW_EXPERIMENT_NAME, else evaluate_memory)
+    tracking_uri: str = ""  # MLflow store ('': $MLFLOW_TRACKING_URI, else a local store under out_dir)
 
 
 def check(cfg: EvaluateMemoryConfig) -> None:
@@ -109,7 +109,7 @@ def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
     log.info("1/3 %d %s task(s), %d questions", len(tasks), cfg.kind, sum(len(t.questions) for t in tasks))
     researcher = make_backend(cfg.researcher.backend, **dict(cfg.researcher.options))
     client = make_backend(cfg.client.backend, **dict(cfg.client.options)) if cfg.client.backend else None
-    tracker = Tracker(cfg.experiment, out, cfg.tracking_uri or None, run_name=out.name)
+    tracker = Tracker(cfg.experiment, out, cfg.tracking_uri or None, pipeline="evaluate_memory")
     status = "FAILED"
     try:
         tracker.log_config(to_plain(cfg))

@@ -41,16 +41,17 @@ def target_reward(trajectory: Any, target: str) -> float:
 
 def run_learning_check(backend: Any, check: LearningCheck) -> dict[str, Any]:
     """Train `backend`'s model in place; returns `reward_per_step`, `valid_call_rate`, `nonzero_advantage_fraction`."""
-    from librarian.cluster.rollout_worker import BuilderRolloutWorker, BuildJob, RolloutSpec
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
     from librarian.learner import Learner, LearnerConfig, group_samples
     from librarian.learner.config import LoraConfig, LossConfig
-    from librarian.pipelines.builder_steps import nonzero_group_fraction, valid_call_rate
+    from librarian.rewards.construction import RewardConfig
+    from librarian.rl.samples import nonzero_group_fraction, valid_call_rate
     from librarian.workspace import Document
 
     docs = [Document(f"d{i}", f"Fact {i}: person {i} lives in town {i % 3}.", path=f"facts/d{i}") for i in range(6)]
-    spec = RolloutSpec(backend="hf", options={}, budget=1, max_new_tokens=check.max_new_tokens, probe_every=1000,
-                       max_probes=0, constrained=True, content_executor="extractive")
-    worker = BuilderRolloutWorker(spec, backend)
+    spec = BuilderRolloutConfig(backend="hf", options={}, budget=1, max_new_tokens=check.max_new_tokens,
+                                constrained=True, content_executor="extractive")
+    worker = BuilderRolloutWorker(spec, RewardConfig(max_probes=0), backend=backend)
     cfg = LearnerConfig(lr=check.lr, seed=check.seed, lora=LoraConfig(**check.lora), batch_size=check.groups,
                         group_size=check.group_size, loss=LossConfig(agg_mode=check.agg_mode))
     # the learner trains its own copy, as the learner actor does in its own process

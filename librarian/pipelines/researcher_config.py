@@ -1,11 +1,14 @@
 """`librarian train_researcher`'s structured config (OmegaConf dataclasses; YAML in configs/).
 
-Sections: `data` (the Memory-Gym history and its train/test questions),
-`memorizer`, `search`, `ray` (the builder's `RayConfig`), `rollout` (the
-researcher rollout workers), `learner` (`LearnerConfig`: outcome GRPO over
+The sections every RL recipe has come from `librarian.rl.RLConfig`: `ray`,
+`rollout` (the researcher rollout workers' own spec,
+`ResearcherRolloutConfig`), `learner` (`LearnerConfig`: outcome GRPO over
 `batch_size` questions x `group_size` trajectories per step, KL to the
 reference), `off_policy`, `sft` (verified-trajectory SFT from the scripted
-teacher), `eval` (the fields of `ResearcherEvalConfig`) and tracking.
+teacher). The researcher adds `data` (the Memory-Gym history and its
+train/test questions), `memorizer`, `search` (the workers' search, also
+their spec) and `eval` (the fields of `ResearcherEvalConfig`). Every section
+is checked when the config is built.
 """
 
 from __future__ import annotations
@@ -13,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.cluster.faults import CrashPlan
-from librarian.cluster.topology import RayConfig
+from librarian.cluster.researcher_worker import ResearcherRolloutConfig, ResearchSearchConfig
+from librarian.config import ConfigError
 from librarian.learner.config import LearnerConfig, LossConfig
-from librarian.pipelines.builder_config import OffPolicyConfig
+from librarian.rl.config import RLConfig, SFTConfig
 
 
 @dataclass
@@ -41,60 +44,31 @@ class MemorizerConfig:
     max_chars: int = 400
 
 
-@dataclass
-class ResearchSearchConfig:
-    """The researcher's search during training: mode (hybrid = BM25 + dense) and the embedder."""
-
-    mode: str = "hybrid"
-    embedder: str = "hashing"  # minilm (bundled all-MiniLM-L6-v2) | hashing (fast, for CPU runs)
-    snippet_chars: int = 160  # characters of a search hit's snippet (keeps CPU prompts short)
-
-
-@dataclass
-class ResearcherRolloutConfig:
-    """Researcher rollout workers: backend by name, resources, rounds, sampling, hints (K_h)."""
-
-    backend: str = "hf"
-    options: dict = field(default_factory=lambda: {"model": "smollm2"})
-    workers: int = 2
-    cpus_per_worker: float = 1.0
-    gpus_per_worker: float = 0.0
-    max_restarts: int = 4
-    budget: int = 4  # research rounds per episode (paper 002: 20)
-    max_calls_per_turn: int = 4
-    max_new_tokens: int = 96
-    temperature: float = 1.0
-    top_p: float = 1.0
-    hint_every: int = 2  # K_h: a hint every K_h rounds of training rollouts (0: off); never at evaluation
-    memory_window: int = 0  # 0: the whole conversation
-    torch_threads: int = 0
-    crash: CrashPlan = field(default_factory=CrashPlan)
-    constrained: bool = True  # tool calls sampled under the tools' grammar (the teacher's are not)
-    free_text: bool = True  # under the grammar, a short thought may precede the calls (think-explore-reflect)
-    enum_paths: bool = True  # under the grammar, `path` and `sources` name the workspace's nodes (memo paths are long)
-
-
 def _learner() -> LearnerConfig:
     return LearnerConfig(advantage="outcome_grpo", batch_size=2, group_size=4, grad_accum=8,
                          loss=LossConfig(kl_coef=0.01, kl_type="low_var_kl"))
 
 
 @dataclass
-class ResearcherSFTConfig:
+class ResearcherSFTConfig(SFTConfig):
     """Verified-trajectory SFT: the scripted teacher's trajectories kept when the gold answer is in the
     finalized context and the exploration judge (`rule`, or `llm` with a backend) accepts them."""
 
-    enabled: bool = True
     teacher: str = "jam_researcher"
-    questions: int = 8  # train questions the teacher researches
     budget: int = 8  # teacher rounds
-    epochs: int = 1
     batch_size: int = 2
-    lr: float = 0.0  # SFT's learning rate; 0: learner.lr (a control run sets learner.lr=0 and keeps SFT's)
+    questions: int = 8  # train questions the teacher researches
     max_tokens: int = 3072  # longer packed segments keep their last max_tokens tokens (CPU memory); 0: no limit
     judge: str = "rule"  # rule | llm
     judge_backend: str = "hf"
     judge_options: dict = field(default_factory=lambda: {"model": "smollm2"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_tokens < 0 or self.max_tokens == 1:
+            raise ConfigError(f"sft.max_tokens must be 0 (no limit) or >= 2, got {self.max_tokens}")
+        if self.judge not in ("rule", "llm"):
+            raise ConfigError(f"sft.judge must be one of rule, llm, got {self.judge!r}")
 
 
 @dataclass
@@ -141,22 +115,37 @@ class ResearcherEvalSection(ArmsEvalSection):
 
 
 @dataclass
-class TrainResearcherConfig:
+class TrainResearcherConfig(RLConfig):
     """What `librarian train_researcher` runs; override any field as key=value."""
 
-    out_dir: str = "build/train_researcher"
+    rollout: ResearcherRolloutConfig = field(default_factory=ResearcherRolloutConfig)
+    learner: LearnerConfig = field(default_factory=_learner)
+    sft: ResearcherSFTConfig = field(default_factory=ResearcherSFTConfig)
+    out_dir: str = "build/train_researcher"  # (fields of `RLConfig` keep their place: `--help` lists them first)
     steps: int = 4
-    seed: int = 0
-    checkpoint_every: int = 1  # 0: no checkpoints
-    experiment: str = "train_researcher"
-    tracking_uri: str = ""  # empty: a local MLflow store under out_dir
-    save_trajectories: bool = True
     data: ResearcherDataConfig = field(default_factory=ResearcherDataConfig)
     memorizer: MemorizerConfig = field(default_factory=MemorizerConfig)
     search: ResearchSearchConfig = field(default_factory=ResearchSearchConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
-    rollout: ResearcherRolloutConfig = field(default_factory=ResearcherRolloutConfig)
-    learner: LearnerConfig = field(default_factory=_learner)
-    off_policy: OffPolicyConfig = field(default_factory=OffPolicyConfig)
-    sft: ResearcherSFTConfig = field(default_factory=ResearcherSFTConfig)
     eval: ResearcherEvalSection = field(default_factory=ResearcherEvalSection)
+
+    def check(self) -> None:
+        """`RLConfig.check`, then the researcher's own: the data, the SFT teacher's calls a round, eval."""
+        super().check()
+        d = self.data
+        if d.sessions < 1 or d.speakers < 2:
+            raise ConfigError(f"data.sessions must be >= 1 and data.speakers >= 2 (sessions are conversations), "
+                              f"got {d.sessions}, {d.speakers}")
+        if not 0.0 < d.test_fraction < 1.0:
+            raise ConfigError(f"data.test_fraction must be in (0, 1): the evaluation needs test questions, "
+                              f"got {d.test_fraction}")
+        if self.sft.enabled and self.sft.teacher == "jam_researcher":
+            from librarian.models.scripted_researcher import ScriptedResearcher
+
+            most, allowed = ScriptedResearcher.max_calls, self.rollout.max_calls_per_turn
+            if allowed < most:
+                raise ConfigError(f"rollout.max_calls_per_turn must be >= {most} with the jam_researcher SFT teacher "
+                                  f"(it makes up to {most} calls a round; a round with more calls than allowed runs "
+                                  f"none), got {allowed}")
+        if self.memorizer.kind not in ("extractive", "llm"):
+            raise ConfigError(f"memorizer.kind must be one of extractive, llm, got {self.memorizer.kind!r}")
+        self.eval.to_eval_config()  # raises ConfigError naming a bad eval setting

@@ -1,9 +1,10 @@
-"""The pieces of `train_researcher`'s steps: jobs, source-recall rewards, verified SFT, GRPO samples, metrics.
+"""The researcher's RL task (paper 002): questions in rotation, source-recall rewards, verified SFT, evaluation.
 
-Paper 002: for each query a group of G trajectories, reward R = source recall
-of the raw sessions the finalized context rests on, advantages normalised
-within the group (`outcome_grpo`: the reward sits on the last generated turn,
-so with gamma = 1 every turn of a trajectory carries its group-normalised R).
+For each question a group of G trajectories, reward R = source recall of the
+raw sessions the finalized context rests on, advantages normalised within
+the group (`outcome_grpo`: the reward sits on the last generated turn, so with
+gamma = 1 every turn of a trajectory carries its group-normalised R).
+`ResearcherTask` is what the step loop (`librarian.rl.loop`) runs.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from librarian.cluster.researcher_worker import ResearchJob, ResearchRecord
-from librarian.pipelines.builder_steps import nonzero_group_fraction, valid_call_rate
 from librarian.rewards.exploration import answer_in_context, judge_exploration, trajectory_calls
 from librarian.rewards.source_recall import source_recall
+from librarian.rl.samples import valid_call_rate
+from librarian.rl.task import Scored, job_seed, rotation
 from librarian.roles.hints import HintInput
 
 
@@ -29,6 +31,15 @@ class StoreRef:
     digest: str
 
 
+def store_ref(task_id: str, workspace: Any) -> StoreRef:
+    """`workspace` put in Ray's object store once; every job carries the reference and its content hash."""
+    import ray
+
+    from librarian.cluster.rollout_worker import snapshot
+
+    return StoreRef(task_id, ray.put(snapshot(workspace)), workspace.content_hash())
+
+
 def hint_input(q: Any) -> HintInput:
     """A training question's reference for the hint generator: answers, gold session paths, keys."""
     return HintInput(q.question, tuple(q.answers), tuple(f"sessions/{s}" for s in q.support), tuple(q.keys))
@@ -36,17 +47,6 @@ def hint_input(q: Any) -> HintInput:
 
 def _job(store: StoreRef, q: Any, job_id: str, **kw: Any) -> ResearchJob:
     return ResearchJob(job_id, store.task_id, q.id, q.question, data=store.data, digest=store.digest, **kw)
-
-
-def step_jobs(questions: Sequence[Any], store: StoreRef, step: int, batch: int, group: int, seed: int, version: int,
-              hints: bool) -> list[ResearchJob]:
-    """Step `step`'s jobs: `batch` questions in rotation, `group` trajectories each, deterministic in (seed, step)."""
-    out = []
-    for b in range(batch):
-        q = questions[(step * batch + b) % len(questions)]
-        out.append(_job(store, q, f"s{step}-b{b}-{q.id}", group_size=group, seed=seed * 100_003 + step * 1009 + b,
-                        min_version=version, hint=hint_input(q) if hints else None))
-    return out
 
 
 def teacher_jobs(questions: Sequence[Any], store: StoreRef, teacher: str, budget: int, seed: int) -> list[ResearchJob]:
@@ -62,20 +62,6 @@ def eval_jobs(questions: Sequence[Any], store: StoreRef, version: int, budget: i
                  budget=budget) for q in questions]
 
 
-@dataclass
-class Scored:
-    """A batch's records (job then group order) with their source-recall rewards."""
-
-    records: list[ResearchRecord]
-    rewards: list[float]
-
-
-def score(batch: dict[str, list[ResearchRecord]], questions: dict[str, Any]) -> Scored:
-    """Source recall of each record's finalized raw sources against its question's gold sessions."""
-    records = [r for recs in batch.values() for r in recs]
-    return Scored(records, [source_recall(r.result.sources, questions[r.question_id].support) for r in records])
-
-
 def rounds(trajectory: Any) -> int:
     """Research rounds the policy chose (the forced finalize is not one)."""
     return sum(1 for t in trajectory.turns if not t.forced)
@@ -86,53 +72,66 @@ def exhausted(trajectory: Any) -> bool:
     return any(t.forced for t in trajectory.turns)
 
 
-def samples_for(scored: Scored, estimator: str, gamma: float, scale_by_std: bool) -> tuple[list, dict[str, float]]:
-    """GRPO samples (groups are jobs: one question's G trajectories; the reward sits on the last generated turn)
-    and advantage figures: `nonzero_advantage_fraction`, the share of groups whose advantages are not all zero
-    (the builder's `nonzero_group_fraction`), and `advantage_abs_mean`."""
-    from librarian.learner import group_samples
+class ResearcherTask:
+    """The researcher's hint-guided GRPO task over the training questions of the workspace `store`."""
 
-    keep = [(r, w) for r, w in zip(scored.records, scored.rewards, strict=True)
-            if any(t.has_tokens for t in r.trajectory.turns)]
-    if not keep:
-        return [], {}
-    turn_rewards = []
-    for r, w in keep:
-        n = sum(1 for t in r.trajectory.turns if t.has_tokens)
-        turn_rewards.append([0.0] * (n - 1) + [w])
-    groups = [r.job_id for r, _ in keep]
-    samples, adv = group_samples([r.trajectory for r, _ in keep], turn_rewards, groups,
-                                 estimator=estimator, gamma=gamma, scale_by_std=scale_by_std,
-                                 policy_versions=[r.policy_version for r, _ in keep])
-    values = adv.tolist()
-    turn_groups = [g for g, rs in zip(groups, turn_rewards, strict=True) for _ in rs]
-    return samples, {"nonzero_advantage_fraction": nonzero_group_fraction(values, turn_groups),
-                     "advantage_abs_mean": statistics.fmean(abs(a) for a in values) if values else 0.0}
+    def __init__(self, cfg: Any, questions: Sequence[Any], store: StoreRef) -> None:
+        self.cfg = cfg
+        self.questions = list(questions)
+        self.by_id = {q.id: q for q in questions}
+        self.store = store
 
+    def jobs(self, step: int, version: int) -> list[ResearchJob]:
+        hints, learner = self.cfg.rollout.hint_every > 0, self.cfg.learner
+        return [_job(self.store, q, f"s{step}-b{b}-{q.id}", group_size=learner.group_size,
+                     seed=job_seed(self.cfg.seed, step, b), min_version=version, hint=hint_input(q) if hints else None)
+                for b, q in rotation(self.questions, step, learner.batch_size)]
 
-def batch_metrics(scored: Scored) -> dict[str, float]:
-    """Reward (source recall), its spread within groups, rounds, budget exhaustion, hints, tool errors, the
-    valid-call rate (policy turns whose message parsed into calls with no call error), tokens."""
-    if not scored.records:
-        return {}
-    mean = statistics.fmean
-    groups: dict[str, list[float]] = {}
-    for r, w in zip(scored.records, scored.rewards, strict=True):
-        groups.setdefault(r.job_id, []).append(w)
-    trajs = [r.trajectory for r in scored.records]
-    return {
-        "reward": mean(scored.rewards),
-        "reward_full_recall": mean(float(w >= 1.0) for w in scored.rewards),
-        "reward_group_std": mean(statistics.pstdev(g) for g in groups.values()),
-        "groups_without_signal": mean(float(len(set(g)) == 1) for g in groups.values()),  # equal rewards
-        "rounds": mean(rounds(t) for t in trajs),
-        "budget_exhausted": mean(float(exhausted(t)) for t in trajs),
-        "hints_per_episode": mean(r.hints for r in scored.records),
-        "tool_errors": mean(t.errors for t in trajs),
-        "valid_call_rate": valid_call_rate(trajs),
-        "sufficient": mean(float(r.result.sufficient) for r in scored.records),
-        "generated_tokens": float(sum(len(x.response_ids) for t in trajs for x in t.turns)),
-    }
+    def turn_rewards(self, records: list[Any]) -> tuple[list[list[float]], list[float]]:
+        """Source recall, on the last turn with tokens (0 on the earlier ones)."""
+        recall = [source_recall(r.result.sources, self.by_id[r.question_id].support) for r in records]
+        rewards = []
+        for r, w in zip(records, recall, strict=True):
+            n = sum(1 for t in r.trajectory.turns if t.has_tokens)
+            rewards.append([0.0] * (n - 1) + [w] if n else [])
+        return rewards, recall
+
+    def metrics(self, scored: Scored) -> dict[str, float]:
+        """Reward (source recall), its spread within groups, rounds, budget exhaustion, hints, tool errors, the
+        valid-call rate (policy turns whose message parsed into calls with no call error), tokens."""
+        if not scored.records:
+            return {}
+        mean = statistics.fmean
+        recall: list[float] = scored.details
+        groups: dict[str, list[float]] = {}
+        for r, w in zip(scored.records, recall, strict=True):
+            groups.setdefault(r.job_id, []).append(w)
+        trajs = [r.trajectory for r in scored.records]
+        return {
+            "reward": mean(recall),
+            "reward_full_recall": mean(float(w >= 1.0) for w in recall),
+            "reward_group_std": mean(statistics.pstdev(g) for g in groups.values()),
+            "groups_without_signal": mean(float(len(set(g)) == 1) for g in groups.values()),  # equal rewards
+            "rounds": mean(rounds(t) for t in trajs),
+            "budget_exhausted": mean(float(exhausted(t)) for t in trajs),
+            "hints_per_episode": mean(r.hints for r in scored.records),
+            "tool_errors": mean(t.errors for t in trajs),
+            "valid_call_rate": valid_call_rate(trajs),
+            "sufficient": mean(float(r.result.sufficient) for r in scored.records),
+            "generated_tokens": float(sum(len(x.response_ids) for t in trajs for x in t.turns)),
+        }
+
+    def rows(self, scored: Scored, step: int) -> list[dict[str, Any]]:
+        """JSON-able rows of a step's trajectories with their rewards (the trajectories artifact)."""
+        rows = []
+        for r, w in zip(scored.records, scored.details, strict=True):
+            turns = [{"index": t.index, "text": t.text[:1000], "observation": t.observation[:500], "forced": t.forced,
+                      "calls": [c.get("name") for c in t.calls], "tokens": len(t.response_ids)}
+                     for t in r.trajectory.turns]
+            rows.append({"step": step, "job": r.job_id, "question": r.question_id, "index": r.index,
+                         "policy_version": r.policy_version, "reward": w, "sources": list(r.result.sources),
+                         "hints": r.hints, "end": r.trajectory.end, "turns": turns})
+        return rows
 
 
 def canonical_ref(workspace: Any) -> Callable[[str], str]:
@@ -219,42 +218,28 @@ def clip(samples: Sequence[Any], max_tokens: int) -> tuple[list[Any], int]:
     return out, cut
 
 
-def trained_summary(records: Sequence[ResearchRecord], questions: dict[str, Any], n_boot: int, seed: int
-                    ) -> dict[str, Any]:
-    """The trained policy's figures on the evaluation questions (recall with a bootstrap CI, rounds, latency,
-    valid-call rate, and each question's recall under `per_question`)."""
-    from librarian.evaluation.metrics.bootstrap import bootstrap_ci
-    from librarian.rewards.source_recall import source_precision
+def exploration_judge(sft: Any) -> Callable[..., Any] | None:
+    """`sft.judge`'s exploration judge: None for the rule judge, else an `LLMExplorationJudge` on its backend."""
+    if sft.judge == "rule":
+        return None
+    from librarian.models import make_backend
+    from librarian.models.base import SamplingParams
+    from librarian.rewards.exploration import LLMExplorationJudge
 
-    if not records:
-        return {}
-    recalls = [source_recall(r.result.sources, questions[r.question_id].support) for r in records]
-    ci = bootstrap_ci(recalls, n_boot=n_boot, seed=seed)
-    trajs = [r.trajectory for r in records]
-    return {
-        "n": len(records), "source_recall": statistics.fmean(recalls), "source_recall_ci": [ci.low, ci.high],
-        "source_precision": statistics.fmean(source_precision(r.result.sources, questions[r.question_id].support)
-                                             for r in records),
-        "answer_in_context": statistics.fmean(float(answer_in_context(r.result.context,
-                                                                      questions[r.question_id].answers))
-                                              for r in records),
-        "rounds_mean": statistics.fmean(rounds(t) for t in trajs),
-        "budget_exhausted": statistics.fmean(float(exhausted(t)) for t in trajs),
-        "query_latency_s_p50": statistics.median(t.wall_s for t in trajs),
-        "hints": sum(r.hints for r in records),
-        "valid_call_rate": valid_call_rate(trajs),
-        "per_question": {r.question_id: x for r, x in zip(records, recalls, strict=True)},  # paired comparisons
-    }
+    model = make_backend(sft.judge_backend, **dict(sft.judge_options))
+    params = SamplingParams(max_new_tokens=160, temperature=0.0)
+    return LLMExplorationJudge(lambda p: model.generate([[{"role": "user", "content": p}]], None, params)[0][0].text)
 
 
-def trajectory_rows(scored: Scored, step: int) -> list[dict[str, Any]]:
-    """JSON-able rows of a step's trajectories with their rewards (the trajectories artifact)."""
-    rows = []
-    for r, w in zip(scored.records, scored.rewards, strict=True):
-        turns = [{"index": t.index, "text": t.text[:1000], "observation": t.observation[:500], "forced": t.forced,
-                  "calls": [c.get("name") for c in t.calls], "tokens": len(t.response_ids)}
-                 for t in r.trajectory.turns]
-        rows.append({"step": step, "job": r.job_id, "question": r.question_id, "index": r.index,
-                     "policy_version": r.policy_version, "reward": w, "sources": list(r.result.sources),
-                     "hints": r.hints, "end": r.trajectory.end, "turns": turns})
-    return rows
+def teacher_samples(cfg: Any, session: Any, store: StoreRef, questions: Sequence[Any], workspace: Any
+                    ) -> tuple[list, dict[str, Any]]:
+    """The scripted teacher's episodes on the first `sft.questions` training questions, the verified ones' SFT
+    samples (clipped to `sft.max_tokens`), and what was kept."""
+    from librarian.learner.sft import verified_samples
+
+    chosen = list(questions[: cfg.sft.questions])
+    batch = session.rollouts.run(teacher_jobs(chosen, store, cfg.sft.teacher, cfg.sft.budget, cfg.seed))
+    records = [r for recs in batch.values() for r in recs]
+    verified = verify(records, {q.id: q for q in chosen}, canonical_ref(workspace), exploration_judge(cfg.sft))
+    samples, cut = clip(verified_samples(verified.trajectories, lambda _t: True), cfg.sft.max_tokens)
+    return samples, {**verified.summary(), "clipped": cut}

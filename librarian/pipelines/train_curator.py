@@ -1,8 +1,9 @@
-"""`librarian train_curator`: KBGym supervised curation end to end (paper 001 §V).
+"""`librarian train_curator`: supervised curation end to end (paper 001 §V), on KBGym or PhantomWiki.
 
 Reads top to bottom:
-1. generate a KBGym universe -> the flat store (atomic facts, no links) and
-   a search index that follows the store's trace;
+1. load the data (`data.source`: a KBGym universe, the official PhantomWiki
+   generator's, or a `librarian data` folder) -> the flat store (atomic
+   facts, no links) and a search index that follows the store's trace;
 2. examine the flat store (B1, "epoch 0"): an independent reader with budget
    M on every exam split, on a frozen snapshot;
 3. train: for each epoch, for each train question, a forward pass with the
@@ -12,11 +13,16 @@ Reads top to bottom:
    epoch the eval split is examined (the per-epoch curve);
 4. examine the trained store on the same splits ("trained" = the train
    questions themselves) and compare with the flat store: F1, mean steps,
-   rho with a bootstrap CI, budget exhaustion, coverage;
+   rho with a bootstrap CI (only when the flat store's F1 reaches `f1_floor`;
+   otherwise the results name the failure), budget exhaustion, coverage;
 5. write results.json, results.md, learning_curve.png, the snapshots, the
-   trace (every op) and every trajectory (every action) to `out_dir`.
+   trace (every op) and every trajectory (every action) to `out_dir`, and log
+   the config, the per-epoch curve, the headline figures and those files to
+   MLflow (`experiment`, `tracking_uri`, or MLflow's environment variables).
 
-Any backend drives either role (`reader`, `curator`, `exam_reader` configs).
+Any backend drives either role (`reader`, `curator`, `exam_reader` configs);
+a scripted role with no policy named gets the one that reads the data's
+questions (kbgym_reader / kbgym_curator, or phantom_reader / phantom_curator).
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from typing import Any
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from librarian.config import ConfigError, load_config, to_plain
+from librarian.config import ConfigError, to_plain
+from librarian.datasets.records import DatasetError
+from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
 from librarian.search.factory import SearchConfig
 
@@ -57,8 +65,9 @@ class TrainCuratorConfig:
     """What `librarian train_curator` runs; override any field as key=value."""
 
     out_dir: str = "build/train_curator"
-    people: int = 200
-    seed: int = 1
+    data: DataConfig = field(default_factory=DataConfig)  # kbgym | phantomwiki | path
+    people: int = 200  # KBGym universe size
+    seed: int = 1  # the universe's seed (KBGym, PhantomWiki)
     train_questions: int = 150  # n of the train split, classes in turn (-1: all)
     test_in_questions: int = -1
     test_out_questions: int = -1
@@ -68,9 +77,10 @@ class TrainCuratorConfig:
     forward_budget: int = 15  # N1
     backward_budget: int = 30  # N2
     exam_budget: int = 15  # M
-    reader_memory: int = 30  # K: last k action-result pairs the reader sees
+    reader_memory: int = 30  # K: last k action-result pairs the reader sees (-1: all)
     curator_memory: int = -1  # -1: full history
     delta: float = 0.03  # non-inferiority margin on F1
+    f1_floor: float = 0.5  # rho and non-inferiority are reported only when the flat store's F1 reaches it
     dedup_threshold: float = 0.9  # near-duplicate guard (Jaccard over words) on add / edit
     reader: PolicyConfig = field(default_factory=PolicyConfig)  # scripted: policy kbgym_reader unless named
     curator: PolicyConfig = field(default_factory=PolicyConfig)  # scripted: policy kbgym_curator unless named
@@ -80,6 +90,8 @@ class TrainCuratorConfig:
     exam_batch: int = 64  # exam episodes generated together
     n_boot: int = 2000
     save_trajectories: bool = True
+    experiment: str = ""  # MLflow experiment ('': $MLFLOW_EXPERIMENT_NAME, else train_curator)
+    tracking_uri: str = ""  # MLflow store ('': $MLFLOW_TRACKING_URI, else a local store under out_dir)
 
 
 def make_policy(cfg: PolicyConfig, scripted: str, reader: Any = None) -> Any:
@@ -106,12 +118,29 @@ def loop_config(cfg: PolicyConfig) -> Any:
 
 
 def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
+    """Train inside an MLflow run (FAILED if training fails); returns the figures also in results.json."""
+    from librarian.tracking import Tracker
+
+    _check(cfg)
+    with Tracker(cfg.experiment, cfg.out_dir, cfg.tracking_uri or None, pipeline="train_curator") as tracker:
+        tracker.log_config(cfg)
+        results = train(cfg)
+        for point in results["eval_curve"]:
+            tracker.log_metrics({f"eval.{k}": v for k, v in point.items() if k != "epoch"}, point["epoch"])
+        for epoch, f1 in results["training"]["forward_f1_by_epoch"].items():
+            tracker.log_metrics({"train.forward_f1": f1}, epoch)
+        tracker.log_metrics({k: v for k, v in results.items() if k.endswith("_trained")}, cfg.epochs)
+        tracker.log_run_files(cfg.out_dir)
+    return results
+
+
+def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     """Train a store on the train split and examine it; returns the figures also written to results.json."""
     from librarian.datasets import to_documents
-    from librarian.datasets.kbgym.build import build_kbgym
+    from librarian.datasets.source import load_source, require_splits
     from librarian.evaluation.metrics.coverage import coverage_readings
     from librarian.pipelines.curator_exams import as_rows, compare, freeze, per_class, run_exam, summarize
-    from librarian.pipelines.curator_report import plot_learning_curve, results_table
+    from librarian.pipelines.curator_report import plot_learning_curve, results_table, template_table
     from librarian.rewards.scoring import score_answer
     from librarian.roles import ToolContext, ToolEnv, kbgym_curator, kbgym_reader, run_episode
     from librarian.roles.kbgym_passes import backward_task, forward_task, outcome
@@ -130,29 +159,34 @@ def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
         if traj_file is not None:
             traj_file.write(json.dumps({"phase": phase, "epoch": epoch, "qid": qid, **traj.to_dict()}) + "\n")
 
-    log.info("1/5 KBGym universe of %d people (seed %d) -> flat store and %s index", cfg.people, cfg.seed,
-             cfg.search.backend)
-    kbgym = build_kbgym(people=cfg.people, seed=cfg.seed)
-    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(kbgym.corpus)]
+    try:
+        data = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
+        require_splits(data, ["train"])
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from None
+    log.info("1/5 %s -> flat store and %s index", data.describe(), cfg.search.backend)
+    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(data.corpus)]
     ws = Workspace.from_documents(docs, raw_policy="editable", guard=NearDuplicateGuard(threshold=cfg.dedup_threshold))
     initial = ws.copy()
     index = make_index(cfg.search)
     sync = IndexSync(index, ws)
     sync.end_iteration()
-    by_split = {s: [q for q in kbgym.bundle.questions if q.split == s] for s in ("train", "test_in", "test_out", "eval")}
+    by_split = {s: data.split(s) for s in ("train", "test_in", "test_out", "eval")}
     train = take_balanced(by_split["train"], cfg.train_questions)
     exam_sets = {"trained": train, "test_in": take_balanced(by_split["test_in"], cfg.test_in_questions),
                  "test_out": take_balanced(by_split["test_out"], cfg.test_out_questions),
                  "eval": take_balanced(by_split["eval"], cfg.eval_questions)}
     exam_sets = {k: v for k, v in exam_sets.items() if v and (k in cfg.exams or k == "eval")}
 
-    reader_role = kbgym_reader(budget=cfg.forward_budget, memory_window=cfg.reader_memory)
-    exam_role = kbgym_reader(budget=cfg.exam_budget, memory_window=cfg.reader_memory)
+    reader_memory = None if cfg.reader_memory < 0 else cfg.reader_memory
+    reader_role = kbgym_reader(budget=cfg.forward_budget, memory_window=reader_memory)
+    exam_role = kbgym_reader(budget=cfg.exam_budget, memory_window=reader_memory)
     curator_role = kbgym_curator(budget=cfg.backward_budget,
                                  memory_window=None if cfg.curator_memory < 0 else cfg.curator_memory)
-    reader = make_policy(cfg.reader, "kbgym_reader")
-    curator = make_policy(cfg.curator, "kbgym_curator", reader)
-    examiner = make_policy(cfg.exam_reader, "kbgym_reader", reader)
+    scripted_reader, scripted_curator = data.scripted_policies
+    reader = make_policy(cfg.reader, scripted_reader)
+    curator = make_policy(cfg.curator, scripted_curator, reader)
+    examiner = make_policy(cfg.exam_reader, scripted_reader, reader)
     reader_loop, curator_loop, exam_loop = loop_config(cfg.reader), loop_config(cfg.curator), loop_config(cfg.exam_reader)
 
     def exam(split: str, epoch: int) -> list:
@@ -198,8 +232,11 @@ def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
     trained["eval"] = last_eval  # the last point of the eval curve: the same frozen store
     splits: dict[str, Any] = {}
     for split in (s for s in EXAM_SPLITS if s in cfg.exams and s in exam_sets):
-        splits[split] = compare(trained[split], flat[split], cfg.delta, cfg.n_boot, cfg.seed)
+        splits[split] = compare(trained[split], flat[split], cfg.delta, cfg.n_boot, cfg.seed, floor=cfg.f1_floor)
         splits[split]["per_class"] = {"flat": per_class(flat[split]), "trained": per_class(trained[split])}
+        splits[split]["per_template"] = {"flat": per_class(flat[split], "template"),
+                                         "trained": per_class(trained[split], "template")}
+    every_flat = list({r.qid: r for rs in flat.values() for r in rs}.values())
     snapshot = freeze(ws)
     cov = coverage_readings(snapshot).as_dict()
     cov["questions"] = {s: coverage_readings(snapshot, [q.support for q in qs if q.support]).questions
@@ -218,12 +255,19 @@ def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
                                     encoding="utf-8")
     plot_learning_curve(iterations, eval_curve, out / "learning_curve.png")
     table = results_table(splits, cov)
+    notes = [s_["failure"] for s_ in splits.values() if s_.get("failure")]
+    if ws.version == 0:
+        notes.append("the curator made no edits: the trained store is the flat store, so rho is 1 by construction")
+    by_template = {t: v["f1"] for t, v in per_class(every_flat, "template").items()}
+    table += "\n\n" + template_table(by_template)
     (out / "results.md").write_text(table + "\n", encoding="utf-8")
     head = splits.get("trained", {})
     results = {
         "rho_trained": head.get("rho"), "f1_trained": head.get("store", {}).get("f1"),
         "f1_flat_trained": head.get("flat", {}).get("f1"), "rho_ci_trained": head.get("rho_ci"),
         "non_inferior_trained": head.get("non_inferior"), "hypothesis_holds_trained": head.get("hypothesis_holds"),
+        "f1_floor": cfg.f1_floor, "failure": "; ".join(notes) or None,
+        "f1_flat_by_template": by_template, "data": {"source": cfg.data.source, "name": data.name, **data.config},
         "splits": splits, "eval_curve": eval_curve, "coverage": cov,
         "training": {"iterations": len(iterations), "ops_applied": ws.version, "store_size": len(ws),
                      "initial_size": len(initial), "tools_used": dict(tools_used),
@@ -265,6 +309,12 @@ def _check(cfg: TrainCuratorConfig) -> None:
         raise ConfigError("reader.backend cannot be 'reader'; name a backend (scripted, hf, openai)")
     if cfg.exam_batch < 1:
         raise ConfigError(f"exam_batch must be >= 1, got {cfg.exam_batch}")
+    if not 0.0 <= cfg.f1_floor <= 1.0:
+        raise ConfigError(f"f1_floor must be in [0, 1], got {cfg.f1_floor}")
+    try:
+        cfg.data.check()
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def main(argv: list[str]) -> int:
@@ -272,11 +322,3 @@ def main(argv: list[str]) -> int:
     from librarian.pipelines.entry import pipeline_main
 
     return pipeline_main("train_curator", __doc__, TrainCuratorConfig, run, argv, check=_check)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        cfg = load_config(TrainCuratorConfig, argv)
-        run(cfg)
-    except ConfigError as exc:
-        print(f"librarian train_curator: {exc}")
-        return 2
-    return 0

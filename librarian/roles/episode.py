@@ -38,6 +38,28 @@ class LoopConfig:
     constrained: bool = False  # sample every turn under the tool-call grammar of the role's tools
     free_text: bool = False  # under a grammar: a short thought may come before the calls
     grammar_enums: tuple[tuple[str, tuple[str, ...]], ...] = ()  # argument name -> allowed values (paths)
+    tool_listing: str = "schema"  # how the system turn lists the tools: schema (the backend's JSON schemas) |
+    # signatures (one short line a tool, written here; the backend gets no schemas; compact under a grammar)
+
+    def __post_init__(self) -> None:
+        if self.tool_listing not in ("schema", "signatures"):
+            raise ValueError(f"tool_listing must be schema or signatures, got {self.tool_listing!r}")
+
+    def listed(self, prompts: list[list[Message]], tools: Sequence[ToolSchema] | None
+               ) -> tuple[list[list[Message]], Sequence[ToolSchema] | None]:
+        """The prompts and the tools to hand the backend: as they are (`schema`), or with the signatures
+        written into the system turn and no tools (`signatures`)."""
+        if self.tool_listing == "schema" or not tools:
+            return prompts, tools
+        from librarian.models.chat import with_tools_in_system
+
+        shown = list(tools)
+        if self.constrained:  # the arguments the grammar lets the policy write (e.g. no `text`)
+            from librarian.models.constrained import compact_schema
+
+            shown = [{**t, "function": {**t["function"], "parameters": compact_schema(
+                t["function"].get("parameters") or {"type": "object", "properties": {}})}} for t in tools]
+        return [with_tools_in_system(p, shown, self.tool_listing) for p in prompts], None
 
     def grammar(self, tools: Sequence[ToolSchema], role: Role, max_calls: int | None = None) -> str | None:
         """The grammar a turn is sampled under (at most `max_calls` calls, default the role's), or None."""
@@ -123,7 +145,8 @@ def run_episodes(envs: Sequence[Environment], backend: PolicyBackend, role: Role
         prompts = [e.prompt(config) for e in active]
         t0 = time.perf_counter()
         grammar = config.grammar(active[0].tools, role) if getattr(backend, "honours_grammar", True) else None
-        samples = backend.generate(prompts, active[0].tools, _params(config, role, turn, grammar))
+        shown, tools = config.listed(prompts, active[0].tools)
+        samples = backend.generate(shown, tools, _params(config, role, turn, grammar))
         gen = (time.perf_counter() - t0) / len(active)
         for ep, (sample, *_) in zip(active, samples, strict=True):
             t1 = time.perf_counter()
@@ -148,7 +171,8 @@ def _force_answers(episodes: list[_Episode], backend: PolicyBackend, role: Role,
     t0 = time.perf_counter()
     tools = episodes[0].env.answer_tools()
     grammar = config.grammar(tools, role, max_calls=1) if getattr(backend, "honours_grammar", True) else None
-    samples = backend.generate(prompts, tools, _params(config, role, turn, grammar))
+    shown, listed_tools = config.listed(prompts, tools)
+    samples = backend.generate(shown, listed_tools, _params(config, role, turn, grammar))
     gen = (time.perf_counter() - t0) / len(episodes)
     for ep, (sample, *_) in zip(episodes, samples, strict=True):
         ep.traj.messages.append(note)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -116,13 +117,32 @@ class MiniLMEmbedder:
         return vectors
 
 
+PROGRESS_MIN_TEXTS = 1_000  # larger batches are embedded in chunks, with a progress bar on stderr
+PROGRESS_CHUNK = 256
+
+
 def embed_batch(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """Embed `texts` in one call, skipping blank ones (they get a zero row: no direction, no dense hit)."""
+    """Embed `texts`, skipping blank ones (they get a zero row: no direction, no dense hit).
+
+    Up to `PROGRESS_MIN_TEXTS` texts go in one call; more are embedded in
+    chunks of `PROGRESS_CHUNK` under a progress bar (stderr).
+    """
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     rows = [i for i, t in enumerate(texts) if t.strip()]
-    if rows:
-        out[rows] = check_embeddings(embedder.encode([texts[i] for i in rows]), len(rows), embedder.dim,
-                                     embedder.name)
+    if len(rows) <= PROGRESS_MIN_TEXTS:
+        if rows:
+            out[rows] = check_embeddings(embedder.encode([texts[i] for i in rows]), len(rows), embedder.dim,
+                                         embedder.name)
+        return out
+    from tqdm import tqdm
+
+    with tqdm(total=len(rows), desc=f"embedding ({embedder.name})", unit="text", file=sys.stderr,
+              mininterval=0.5) as bar:
+        for start in range(0, len(rows), PROGRESS_CHUNK):
+            chunk = rows[start:start + PROGRESS_CHUNK]
+            out[chunk] = check_embeddings(embedder.encode([texts[i] for i in chunk]), len(chunk), embedder.dim,
+                                          embedder.name)
+            bar.update(len(chunk))
     return out
 
 

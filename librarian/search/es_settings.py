@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 import elastic_transport
 import elasticsearch
 
+from librarian.redact import redact_text
 from librarian.search.errors import BackendAuthError, BackendConnectionError, SearchError
 
 ENV_PREFIX = "LIBRARIAN_ES_"
@@ -36,9 +37,9 @@ _ENV: dict[str, str] = {
 _NAMESPACE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,199}$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ElasticsearchSettings:
-    """Where and how to connect. Secrets are kept out of `repr`."""
+    """Where and how to connect. Secrets (the key, the password, a URL's userinfo) never appear in `repr` or errors."""
 
     url: str = "http://127.0.0.1:9200"
     api_key: str | None = field(default=None, repr=False)
@@ -55,9 +56,19 @@ class ElasticsearchSettings:
     number_of_replicas: int = 0
     bulk_chunk_size: int = 500
 
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                          if f.name not in ("api_key", "password", "url"))
+        return f"ElasticsearchSettings(url={self.safe_url!r}, {shown})"
+
+    @property
+    def safe_url(self) -> str:
+        """The URL as messages show it: userinfo and secret query values masked."""
+        return redact_text(self.url) if isinstance(self.url, str) else repr(self.url)
+
     def __post_init__(self) -> None:
         if not re.match(r"^https?://", self.url or ""):
-            raise SearchError(f"Elasticsearch URL must start with http:// or https://, got {self.url!r} "
+            raise SearchError(f"Elasticsearch URL must start with http:// or https://, got {self.safe_url!r} "
                               f"(set {_ENV['url']})")
         if self.api_key and (self.username or self.password):
             raise SearchError(f"give either {_ENV['api_key']} or {_ENV['username']}/{_ENV['password']}, not both")
@@ -94,8 +105,8 @@ class ElasticsearchSettings:
                     values[name] = int(raw)
                 else:
                     values[name] = raw
-            except ValueError as exc:
-                raise SearchError(f"{var}={raw!r} is not a valid {kind}") from exc
+            except ValueError:
+                raise SearchError(redact_text(f"{var}={raw!r} is not a valid {kind}")) from None
         values.update(overrides)
         return cls(**values)  # type: ignore[arg-type]
 
@@ -132,24 +143,29 @@ class ElasticsearchSettings:
 
 @contextmanager
 def translated_errors(settings: ElasticsearchSettings, index: str, action: str) -> Iterator[None]:
-    """Turn client exceptions into search errors that name the index and the setting to fix."""
-    where = f"{action} on index {index!r} at {settings.url}"
+    """Turn client exceptions into search errors that name the index and the setting to fix.
+
+    Messages are redacted (`librarian.redact`); the client's exception is not
+    chained, since its text and arguments may carry the credentials.
+    """
+    where = f"{action} on index {index!r} at {settings.safe_url}"
     try:
         yield
-    except elasticsearch.AuthenticationException as exc:
+    except elasticsearch.AuthenticationException:
         raise BackendAuthError(
             f"Elasticsearch refused the credentials ({where}): HTTP 401. Set {_ENV['api_key']}, or "
             f"{_ENV['username']} and {_ENV['password']}, to valid credentials"
-        ) from exc
-    except elasticsearch.AuthorizationException as exc:
+        ) from None
+    except elasticsearch.AuthorizationException:
         raise BackendAuthError(
             f"Elasticsearch denied the request ({where}): HTTP 403; the user of {_ENV['api_key']} or "
             f"{_ENV['username']} needs read, write and create_index privileges on {index!r}"
-        ) from exc
+        ) from None
     except (elastic_transport.ConnectionError, elastic_transport.ConnectionTimeout) as exc:
-        raise BackendConnectionError(
+        raise BackendConnectionError(redact_text(
             f"cannot reach Elasticsearch ({where}) after {settings.max_retries} retries: {exc}. "
             f"Check {_ENV['url']} (and {_ENV['ca_certs']} for TLS, {_ENV['request_timeout']} for slow servers)"
-        ) from exc
+        )) from None
     except elasticsearch.ApiError as exc:
-        raise SearchError(f"Elasticsearch error ({where}): HTTP {exc.meta.status} {exc.message}: {exc.body}") from exc
+        raise SearchError(redact_text(
+            f"Elasticsearch error ({where}): HTTP {exc.meta.status} {exc.message}: {exc.body}")) from None

@@ -1,18 +1,21 @@
 """MLflow tracking: an experiment per pipeline, a run per job, params, per-step metrics, artifacts.
 
-`Tracker(experiment, out_dir=...)` logs to a local store under `out_dir`
-(`sqlite:///OUT/mlflow.db`, artifacts in `OUT/mlartifacts`) unless
-`tracking_uri` names a tracking server (`http://host:port`), which must
-answer `/health`. All calls go through an explicit `MlflowClient`, so two
-trackers never share hidden global state.
+`Tracker(experiment, out_dir=..., pipeline=...)` follows MLflow's conventions
+(`conventions.py`): the store is `tracking_uri`, else `LIBRARIAN_TRACKING_URI`,
+else `MLFLOW_TRACKING_URI`, else a local store under `out_dir`
+(`sqlite:///OUT/mlflow.db`, artifacts in `OUT/mlartifacts`); a tracking
+server (`http://host:port`) must answer `/health`. The experiment is
+`experiment`, else `LIBRARIAN_EXPERIMENT`, else `MLFLOW_EXPERIMENT_NAME`, else
+the pipeline's name. Runs get a unique readable name and the standard tags
+(git commit, package version, command line). All calls go through an explicit
+`MlflowClient`, so two trackers never share hidden global state.
 
 Parent and child runs: `Tracker(..., parent_run_id=ID)` sets MLflow's
 `mlflow.parentRunId` tag. A process started for a sweep's cell (see
 `librarian ablate`) gets the environment variables `LIBRARIAN_PARENT_RUN_ID`,
 `LIBRARIAN_TRACKING_URI`, `LIBRARIAN_EXPERIMENT` and `LIBRARIAN_RUN_TAGS`
 (JSON); every Tracker created there joins the sweep: it logs to that store
-and experiment, as a child of that run, with those tags. Without a parent,
-`LIBRARIAN_TRACKING_URI` alone is the store of a Tracker given none.
+and experiment, as a child of that run, with those tags, whatever its config says.
 """
 
 from __future__ import annotations
@@ -30,15 +33,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from librarian.redact import redact, redact_text
+from librarian.tracking import conventions
+
 log = logging.getLogger(__name__)
 
 MAX_PARAM_CHARS = 6000  # MLflow's limit on a param value
 MAX_BATCH = 1000  # MLflow's limit on metrics per log_batch
 ENV_PARENT = "LIBRARIAN_PARENT_RUN_ID"
-ENV_URI = "LIBRARIAN_TRACKING_URI"
-ENV_EXPERIMENT = "LIBRARIAN_EXPERIMENT"
+ENV_URI = conventions.ENV_URI
+ENV_EXPERIMENT = conventions.ENV_EXPERIMENT
 ENV_TAGS = "LIBRARIAN_RUN_TAGS"
 PARENT_TAG = "mlflow.parentRunId"
+RUN_FILES = ("results.json", "results.md", "report.html")  # `log_run_files`, at the top (config.yaml: `log_config`)
 
 
 class TrackingError(RuntimeError):
@@ -76,10 +83,10 @@ def check_server(uri: str, timeout_s: float = 5.0) -> None:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:  # noqa: S310 - http(s) only, checked below
             if resp.status != 200:
-                raise TrackingError(f"MLflow tracking server {uri} answered {resp.status} on /health")
+                raise TrackingError(redact_text(f"MLflow tracking server {uri} answered {resp.status} on /health"))
     except (urllib.error.URLError, OSError) as exc:
-        raise TrackingError(f"MLflow tracking server {uri} is unreachable ({exc}); start it or fix "
-                            "tracking_uri (leave it empty for a local store under out_dir)") from None
+        raise TrackingError(redact_text(f"MLflow tracking server {uri} is unreachable ({exc}); start it or fix "
+                                        "tracking_uri (leave it empty for a local store under out_dir)")) from None
 
 
 def local_uri(out_dir: str | Path) -> tuple[str, str]:
@@ -108,17 +115,23 @@ class Tracker:
 
     def __init__(self, experiment: str, out_dir: str | Path = "runs", tracking_uri: str | None = None,
                  run_name: str | None = None, tags: Mapping[str, str] | None = None,
-                 system_metrics: bool = False, parent_run_id: str | None = None) -> None:
+                 system_metrics: bool = False, parent_run_id: str | None = None, pipeline: str | None = None
+                 ) -> None:
         from mlflow import MlflowClient
 
-        tags = dict(tags or {})
+        pipeline = pipeline or experiment
+        if not pipeline:
+            raise TrackingError("Tracker needs an experiment or a pipeline name")
+        tags = {**conventions.standard_tags(pipeline), **dict(tags or {})}
         if parent_run_id is None and os.environ.get(ENV_PARENT):  # a sweep's cell: join the sweep's run
             parent_run_id = os.environ[ENV_PARENT]
-            tracking_uri = os.environ.get(ENV_URI) or tracking_uri
-            experiment = os.environ.get(ENV_EXPERIMENT) or experiment
+            tracking_uri = os.environ.get(ENV_URI) or conventions.tracking_uri(tracking_uri)
+            experiment = os.environ.get(ENV_EXPERIMENT) or conventions.experiment_name(experiment, pipeline)
             tags = {**env_tags(), **tags}
-        elif not tracking_uri:
-            tracking_uri = os.environ.get(ENV_URI) or None
+        else:
+            tracking_uri = conventions.tracking_uri(tracking_uri)
+            experiment = conventions.experiment_name(experiment, pipeline)
+        run_name = run_name or conventions.run_name(pipeline, out_dir)
         if parent_run_id:
             tags[PARENT_TAG] = parent_run_id
         self.parent_run_id = parent_run_id or None
@@ -139,7 +152,7 @@ class Tracker:
                 experiment, artifact_location=artifact_location)
             self.run_id = self.client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
         except Exception as exc:  # noqa: BLE001 - MLflow raises many types; name the store
-            raise TrackingError(f"cannot start an MLflow run in {uri}: {exc}") from exc
+            raise TrackingError(redact_text(f"cannot start an MLflow run in {uri}: {exc}")) from None
         self.experiment_id = exp_id
         self._monitor = None
         if system_metrics:
@@ -161,7 +174,7 @@ class Tracker:
         """The config flattened to dotted keys (nested dataclasses, OmegaConf, dicts)."""
         from mlflow.entities import Param
 
-        params = flatten(config)
+        params = flatten(redact(config))
         items = [Param(k[:250], v) for k, v in params.items()]
         for at in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[at:at + 100])
@@ -180,6 +193,9 @@ class Tracker:
             items.append(Metric(key, float(value), now, int(step)))
         for at in range(0, len(items), MAX_BATCH):
             self.client.log_batch(self.run_id, metrics=items[at:at + MAX_BATCH])
+        from librarian.tracking.step_listeners import notify
+
+        notify({m.key: m.value for m in items}, int(step))  # e.g. a sweep's trial reporting to Ray Tune
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         for k, v in tags.items():
@@ -205,6 +221,7 @@ class Tracker:
         """The resolved config as YAML (and its flattened params)."""
         from omegaconf import OmegaConf
 
+        config = redact(config)  # credentials never reach the params or the YAML
         self.log_params(config)
         conf = OmegaConf.structured(config) if dataclasses.is_dataclass(config) else OmegaConf.create(config)
         self._write(name, lambda p: p.write_text(OmegaConf.to_yaml(conf, resolve=True)), None)
@@ -238,6 +255,19 @@ class Tracker:
 
     def log_text(self, text: str, name: str, folder: str | None = None) -> None:
         self._write(name, lambda p: p.write_text(text), folder)
+
+    def log_run_files(self, out_dir: str | Path) -> list[Path]:
+        """A run's standard outputs in `out_dir`, those that exist: results.json, results.md and report.html at
+        the top, every PNG under `plots/`. Returns what it logged. (The resolved config, credentials masked,
+        is `log_config`'s.)"""
+        out = Path(out_dir)
+        logged = [p for p in (out / n for n in RUN_FILES) if p.is_file()]
+        for path in logged:
+            self.client.log_artifact(self.run_id, str(path))
+        plots = sorted(out.glob("*.png"))
+        for path in plots:
+            self.client.log_artifact(self.run_id, str(path), "plots")
+        return logged + plots
 
     def artifact_uri(self) -> str:
         return self.client.get_run(self.run_id).info.artifact_uri

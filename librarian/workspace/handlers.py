@@ -56,6 +56,12 @@ def _absorb(plan: Plan, into: Node, links: tuple[str, ...], provenance: tuple[st
 
 
 def plan_add(plan: Plan, op: Add, guard: NearDuplicateGuard | None, recorded: Verdicts) -> OpResult:
+    if len(op.links) > MAX_LINK_MANY_TARGETS:
+        raise WorkspaceError(
+            f"add takes at most {MAX_LINK_MANY_TARGETS} links, got {len(op.links)}; nothing was added. "
+            "Add it with the first links, then link_many the rest in batches of at most "
+            f"{MAX_LINK_MANY_TARGETS} (or narrow the set)"
+        )
     links = plan.targets(op.links, "link target")
     provenance = plan.targets(op.provenance, "provenance source")
     verdicts, duplicate = _judge(plan, guard, op.text, None, recorded)

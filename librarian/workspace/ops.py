@@ -1,7 +1,9 @@
 """Typed ops: every change to a workspace is one of these.
 
 Ops are plain data. `op_from_dict` parses an agent's or a trace's payload and
-raises `WorkspaceError` (never anything else) when it is malformed.
+raises `WorkspaceError` (never anything else) when it is malformed: a wrong
+type, text over `MAX_TEXT_CHARS`, a lone surrogate anywhere, or a control
+character (`workspace.text`: only newline and tab in text, none in ids and paths).
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar
 
 from librarian.workspace.errors import WorkspaceError
+from librarian.workspace.text import check_name, check_text
 
 MAX_TEXT_CHARS = 100_000
-MAX_LINK_MANY_TARGETS = 40
+MAX_LINK_MANY_TARGETS = 40  # also the most links one `add` may carry
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,7 @@ OP_TYPES: dict[str, type[Op]] = {
 
 _LIST_FIELDS = {"links", "provenance", "targets", "sources", "children"}
 _OPTIONAL_FIELDS = {"path", "origin"}
+_TEXT_FIELDS = {"text", "readme"}
 
 
 def _check_field(op_name: str, field_name: str, value: Any) -> Any:
@@ -153,14 +157,23 @@ def _check_field(op_name: str, field_name: str, value: Any) -> Any:
         for item in value:
             if not isinstance(item, str):
                 raise WorkspaceError(f"{op_name}: every entry of '{field_name}' must be a string, got {type(item).__name__}")
+            check_name(item, f"{op_name}: an entry of '{field_name}'")
         return tuple(value)
     if value is None and field_name in _OPTIONAL_FIELDS:
         return None
     if not isinstance(value, str):
         raise WorkspaceError(f"{op_name}: '{field_name}' must be a string, got {type(value).__name__}")
-    if field_name in ("text", "readme") and len(value) > MAX_TEXT_CHARS:
-        raise WorkspaceError(f"{op_name}: '{field_name}' is {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
-    return value
+    if field_name in _TEXT_FIELDS:
+        if len(value) > MAX_TEXT_CHARS:
+            raise WorkspaceError(f"{op_name}: '{field_name}' is {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
+        return check_text(value, f"{op_name}: '{field_name}'")
+    return check_name(value, f"{op_name}: '{field_name}'")
+
+
+def _names(keys: list[Any]) -> str:
+    """Argument names for an error message: quoted, cut short, at most five."""
+    shown = [repr(str(k)[:40]) for k in keys[:5]]
+    return ", ".join(shown) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
 
 
 def op_from_dict(payload: Any) -> Op:
@@ -168,14 +181,15 @@ def op_from_dict(payload: Any) -> Op:
     if not isinstance(payload, dict):
         raise WorkspaceError(f"an op must be a JSON object, got {type(payload).__name__}")
     name = payload.get("op")
-    if name not in OP_TYPES:
+    if not isinstance(name, str) or name not in OP_TYPES:
         known = ", ".join(sorted(OP_TYPES))
-        raise WorkspaceError(f"unknown op {str(name)[:40]!r}; known ops: {known}")
+        shown = repr(name[:40]) if isinstance(name, str) else f"of type {type(name).__name__}"
+        raise WorkspaceError(f"unknown op {shown}; 'op' must be one of: {known}")
     cls = OP_TYPES[name]
     wanted = {f.name: f for f in fields(cls)}
-    extra = sorted(set(payload) - set(wanted) - {"op"})
+    extra = sorted((k for k in payload if k not in wanted and k != "op"), key=str)
     if extra:
-        raise WorkspaceError(f"{name}: unexpected argument(s) {', '.join(map(str, extra))}; expected {', '.join(wanted)}")
+        raise WorkspaceError(f"{name}: unexpected argument(s) {_names(extra)}; expected {', '.join(wanted)}")
     kwargs: dict[str, Any] = {}
     for field_name, f in wanted.items():
         if field_name not in payload:

@@ -24,7 +24,8 @@ class Workspace:
 
     Deleted nodes stay as tombstones (the ledger needs them) but are invisible
     to `get`, `by_path`, `children` and iteration. Every applied op is
-    appended to `trace`; `replay` rebuilds the same state from it.
+    appended to `trace`; `replay` rebuilds the same state from it. The last
+    applied op can be taken back with `revert_last` (a server whose save failed).
     """
 
     def __init__(self, meta: SnapshotMeta | None = None, guard: NearDuplicateGuard | None = None) -> None:
@@ -39,6 +40,7 @@ class Workspace:
         self._owned: tuple[set[str], set[str]] = (set(), set())
         self._active = 0
         self._encoder: SnapshotEncoder | None = None
+        self._undo: tuple[dict[str, Node | None], SnapshotMeta] | None = None  # what the last op replaced
 
     # ----- construction
     @classmethod
@@ -62,6 +64,9 @@ class Workspace:
             paths[path] = doc_id
             if not isinstance(doc.text, str):
                 raise WorkspaceError(f"document {doc_id!r}: text must be a string")
+            _require_utf8(doc.text, f"document {doc_id!r}: its text")
+            if doc.origin is not None:
+                _require_utf8(str(doc.origin), f"document {doc_id!r}: its origin")
             for ancestor in ancestors(path):
                 if ancestor not in dirs:
                     dirs[ancestor] = Node(id="", path=ancestor, kind="directory", text="", flag="authored")
@@ -199,8 +204,34 @@ class Workspace:
             deleted.update(entry.deleted)
         return ChangeSet(frozenset(upserted - deleted), frozenset(deleted), self.version)
 
+    def revert_last(self) -> None:
+        """Take back the most recent op applied to this object: nodes, indexes, meta and trace as before it.
+
+        For a caller whose follow-up failed (a server that could not save the
+        snapshot). Only one op can be taken back; a second call raises `WorkspaceError`.
+        """
+        if self._undo is None:
+            raise WorkspaceError("there is no applied op to revert")
+        before, meta = self._undo
+        for node_id, old in before.items():
+            new = self._nodes[node_id]
+            if old is None:
+                self._unindex(new)
+                del self._nodes[node_id]  # new nodes were appended last: insertion order is restored
+            elif old.active and new.active:
+                self._nodes[node_id] = old
+                self._reindex(new, old)
+            else:
+                self._unindex(new)
+                self._nodes[node_id] = old
+                self._index(old)
+        self.meta = meta
+        self.trace.pop()
+        self._undo = None
+
     # ----- internals
     def _commit(self, plan: Plan) -> None:
+        self._undo = ({i: self._nodes.get(i) for i in plan.pending}, self.meta)
         for node_id, node in plan.pending.items():
             old = self._nodes.get(node_id)
             self._nodes[node_id] = node
@@ -271,3 +302,14 @@ class Workspace:
         self._own(self._children, 0, parent_of(node.path)).discard(node.id)
         for target in (*node.links, *node.provenance):
             self._own(self._referrers, 1, target).discard(node.id)
+
+
+def _require_utf8(value: str, what: str) -> None:
+    """Raise `WorkspaceError` if `value` cannot be saved as UTF-8 (a lone surrogate)."""
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WorkspaceError(f"{what} holds a lone surrogate at character {exc.start}; "
+                             "it is not valid Unicode and could not be saved") from None

@@ -85,11 +85,22 @@ def trace_from_table(table: pa.Table, source: str = "trace") -> list[TraceEntry]
 
 
 def write_trace(entries: Iterable[TraceEntry], path: str | Path) -> None:
-    """Write a trace as Parquet, atomically (a temporary file renamed into place)."""
+    """Write a trace as Parquet, atomically (a temporary file renamed into place; removed on failure).
+
+    An entry the format cannot hold raises `SnapshotFormatError` and nothing is written.
+    """
     path = Path(path)
+    try:
+        table = trace_to_table(entries)
+    except (UnicodeEncodeError, pa.ArrowException) as exc:
+        raise SnapshotFormatError(f"{path}: a trace entry cannot be encoded ({exc})") from None
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(trace_to_table(entries), tmp)
-    tmp.replace(path)
+    try:
+        pq.write_table(table, tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_trace(path: str | Path) -> list[TraceEntry]:

@@ -20,14 +20,14 @@ def test_build_writes_everything_and_replays(notes: Path, tmp_path: Path) -> Non
     out = tmp_path / "ws"
     results = run(BuildConfig(corpus=str(notes), out_dir=str(out), embedder="none"))
     for name in ("initial.parquet", "snapshot.parquet", "trace.parquet", "index/manifest.json", "workspace.json",
-                 "export/entities/ada-moss", "export/trips/lisbon.md"):
+                 "export/entities/ada-moss.md", "export/trips/lisbon.md"):
         assert (out / name).exists(), name
     saved = json.loads((out / "results.json").read_text())
     assert saved["ops_applied"] == results["ops_applied"] > 0
     assert set(saved["cost"]) >= {"model_calls", "tokens_generated", "wall_s"}
     initial = Workspace.from_state(*codec.read_parquet(out / "initial.parquet"))
     assert replay(initial, read_trace(out / "trace.parquet")).content_hash() == _hash(out)
-    exported = (out / "export/entities/ada-moss").read_text()
+    exported = (out / "export/entities/ada-moss.md").read_text()
     assert "provenance: [people.md, trips/lisbon.md]" in exported
 
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 
 from librarian.app.serve import make_asker
-from librarian.app.serve_http import make_app
+from librarian.app.serve_http import HttpGuard, make_app
 from librarian.app.service import SERVE_TRACE, WorkspaceService
 from librarian.app.workspace_dir import open_workspace
 from librarian.workspace import codec
@@ -20,7 +20,7 @@ from librarian.workspace import codec
 @pytest.fixture(scope="module")
 def api(built200: Path) -> TestClient:
     service = WorkspaceService(open_workspace(built200))
-    return TestClient(make_app(service, make_asker(service, "kbgym", None, {})))
+    return TestClient(make_app(service, make_asker(service, "kbgym", None, {})), base_url="http://127.0.0.1:8765")
 
 
 def test_tools_and_views(api: TestClient) -> None:
@@ -58,7 +58,7 @@ def test_read_only_unless_write_mode(api: TestClient, built200: Path, tmp_path: 
     copy = tmp_path / "ws"
     shutil.copytree(built200, copy, ignore=shutil.ignore_patterns("export", "view"))
     service = WorkspaceService(open_workspace(copy, writable=True), write=True)
-    client = TestClient(make_app(service))
+    client = TestClient(make_app(service), base_url="http://localhost:8765")
     assert "apply" in [t["name"] for t in client.get("/tools").json()]
     bad = client.post("/apply", json={"op": {"op": "add", "text": "escape", "path": "../outside"}})
     assert bad.status_code == 400 and ".." in bad.json()["detail"]
@@ -74,7 +74,8 @@ def test_read_only_unless_write_mode(api: TestClient, built200: Path, tmp_path: 
 def test_api_conforms_to_its_openapi_schema(built200: Path) -> None:
     """Schemathesis generates requests for every operation; each response must match the schema."""
     service = WorkspaceService(open_workspace(built200))
-    schema = schemathesis.openapi.from_asgi("/openapi.json", make_app(service, make_asker(service, "kbgym", None, {})))
+    app = make_app(service, make_asker(service, "kbgym", None, {}), guard=HttpGuard(allowed_hosts=None))
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]
     assert {op.label for op in operations} >= {"GET /ls", "GET /read", "GET /open", "GET /search", "POST /ask"}
     for operation in operations:

@@ -51,7 +51,7 @@ def test_the_pool_agrees_with_the_plain_loop(ray_session, setup) -> None:
         assert len(set(pids)) == 2 and os.getpid() not in pids  # two separate worker processes
         assert pool.run(ws, questions, repeats=2) == reference
         assert pool.run(ws, questions, repeats=2) == reference  # cached snapshot, same answers
-        assert pool.restarts == 0
+        assert pool.failures == 0
 
 
 def test_a_worker_killed_mid_batch_is_replaced_and_nothing_is_lost_or_doubled(ray_session, setup) -> None:
@@ -69,19 +69,52 @@ def test_a_worker_killed_mid_batch_is_replaced_and_nothing_is_lost_or_doubled(ra
                 ray_session.kill(victim, no_restart=True)
 
         got = pool.run(ws, questions, repeats=2, progress=progress)
-        assert pool.restarts >= 1 and pool.workers[0] is not victim
+        assert pool.failures >= 1 and pool.replaced >= 1 and pool.workers[0] is not victim
         assert got == reference  # every (question, repeat) exactly once, in order
         assert seen[-1] == len(reference) and seen == sorted(seen)
         assert len({(r.qid, r.repeat) for r in got}) == len(got)
 
 
+def test_more_deaths_than_max_restarts_fail_the_batch_with_a_clear_error(ray_session, setup) -> None:
+    from librarian.cluster import ProbeError, ProbePool
+
+    ws, questions, _ = setup
+    with ProbePool(ReaderSpec(), workers=1, chunk=5, max_restarts=0) as pool:
+        pool.ready()
+        victim = pool.workers[0]
+
+        def progress(done: int, total: int) -> None:
+            ray_session.kill(victim, no_restart=True)
+
+        with pytest.raises(ProbeError, match=r"probe workers failed 1 times \(limit 0\)"):
+            pool.run(ws, questions, progress=progress)
+
+
 def test_pool_arguments_are_checked(ray_session) -> None:
     from librarian.cluster import ProbeError, ProbePool
+    from librarian.cluster.probe_pool import ProbeConfig
+    from librarian.config import ConfigError
 
     with pytest.raises(ProbeError, match="workers, chunk and inflight"):
         ProbePool(ReaderSpec(), workers=0)
     with pytest.raises(ProbeError, match="gpus_per_worker"):
         ProbePool(ReaderSpec(), workers=1, gpus_per_worker=-1)
+    with pytest.raises(ConfigError, match="probe.chunk"):
+        ProbeConfig(chunk=0)
+
+
+def test_a_probe_section_is_the_workers_reader_spec(ray_session, setup) -> None:
+    """`ProbePool.of(section)`: the section's reader fields reach the workers (a smaller budget, other answers)."""
+    from librarian.cluster import ProbePool
+    from librarian.cluster.probe_pool import ProbeConfig
+
+    ws, questions, _ = setup
+    section = ProbeConfig(budget=1, workers=1, chunk=4)
+    with ProbePool.of(section) as pool:
+        assert pool.chunk == 4 and len(pool.workers) == 1
+        got = pool.run(ws, questions)
+    assert got == run_local(ws, questions, ReaderSpec(budget=1))
+    assert all(r.actions <= 1 for r in got) and got != run_local(ws, questions, ReaderSpec())
 
 
 def test_gpus_per_worker_reaches_ray(ray_session) -> None:

@@ -10,11 +10,12 @@ from dataclasses import replace
 import pytest
 
 from librarian.cluster.researcher_worker import (
+    ResearcherRolloutConfig,
     ResearcherRolloutWorker,
-    ResearcherSpec,
     ResearchJob,
     ResearchJobError,
     ResearchRecord,
+    ResearchSearchConfig,
 )
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_arms import build_store
@@ -38,9 +39,9 @@ def memory():
 
 @pytest.fixture(scope="module")
 def worker():
-    spec = ResearcherSpec(options={"model": "tiny"}, budget=3, max_calls_per_turn=4, max_new_tokens=8,
-                          hint_every=1, snippet_chars=120, torch_threads=1)
-    return ResearcherRolloutWorker(spec)
+    spec = ResearcherRolloutConfig(options={"model": "tiny"}, budget=3, max_calls_per_turn=4, max_new_tokens=8,
+                                   hint_every=1, torch_threads=1)
+    return ResearcherRolloutWorker(spec, ResearchSearchConfig(snippet_chars=120))
 
 
 def _job(memory, name, **kw):
@@ -60,10 +61,10 @@ def test_tiny_model_episodes_carry_tokens_and_versions(worker, memory):
 
 
 def test_policy_turns_are_grammar_constrained_and_teacher_turns_are_not(memory):
-    spec = ResearcherSpec(options={"model": "tiny"}, budget=1, max_calls_per_turn=2, max_new_tokens=160,
-                          hint_every=0, snippet_chars=120, torch_threads=1)
+    spec = ResearcherRolloutConfig(options={"model": "tiny"}, budget=1, max_calls_per_turn=2, max_new_tokens=160,
+                                   hint_every=0, torch_threads=1)
     assert spec.constrained and spec.free_text  # the defaults
-    w = ResearcherRolloutWorker(spec)
+    w = ResearcherRolloutWorker(spec, ResearchSearchConfig(snippet_chars=120))
     rec = w.run(_job(memory, "g", group_size=1, seed=1))[0]
     policy = [t for t in rec.trajectory.turns if t.has_tokens]
     assert policy and all(t.grammar for t in policy)
@@ -77,7 +78,7 @@ def test_policy_turns_are_grammar_constrained_and_teacher_turns_are_not(memory):
         assert policy[0].calls and not policy[0].errors
     teacher = w.run(_job(memory, "gt", group_size=1, greedy=True, teacher="jam_researcher", budget=4))[0]
     assert all(not t.grammar for t in teacher.trajectory.turns)
-    free = ResearcherRolloutWorker(ResearcherSpec(options={"model": "tiny"}, budget=1, max_new_tokens=4,
+    free = ResearcherRolloutWorker(ResearcherRolloutConfig(options={"model": "tiny"}, budget=1, max_new_tokens=4,
                                                   hint_every=0, constrained=False))
     assert all(not t.grammar for t in free.run(_job(memory, "u", group_size=1))[0].trajectory.turns)
     generic = ResearcherRolloutWorker(replace(spec, enum_paths=False, free_text=False, max_new_tokens=4))
@@ -94,7 +95,7 @@ def test_hints_appear_only_in_training_jobs(worker, memory):
     assert not any(a.lower() in h.lower() for h in hints for a in qs[0].answers)  # a hint never states the answer
     evaluated = worker.run(_job(memory, "eval", group_size=1, greedy=True))[0]
     assert evaluated.hints == 0 and all("Hint:" not in t.observation for t in evaluated.trajectory.turns)
-    off = ResearcherRolloutWorker(ResearcherSpec(options={"model": "tiny"}, budget=2, max_new_tokens=4, hint_every=0))
+    off = ResearcherRolloutWorker(ResearcherRolloutConfig(options={"model": "tiny"}, budget=2, max_new_tokens=4, hint_every=0))
     assert off.run(_job(memory, "off", group_size=1, hint=hint_input(qs[0])))[0].hints == 0
 
 
@@ -129,8 +130,8 @@ def test_pool_runs_researcher_workers_with_the_workspace_in_the_object_store(mem
     try:
         _, data, digest, qs = memory
         ref = ray.put(data)
-        spec = ResearcherSpec(options={"model": "tiny"}, budget=2, max_new_tokens=4, torch_threads=1)
-        with RolloutPool(spec, [{"num_cpus": 0.5}], worker_cls=ResearcherRolloutWorker) as pool:
+        spec = ResearcherRolloutConfig(options={"model": "tiny"}, budget=2, max_new_tokens=4, torch_threads=1)
+        with RolloutPool(ResearcherRolloutWorker, (spec, ResearchSearchConfig()), [{"num_cpus": 0.5}]) as pool:
             jobs = [ResearchJob(f"j{i}", "mg", q.id, q.question, group_size=2, seed=i, data=ref, digest=digest,
                                 hint=hint_input(q) if i == 0 else None) for i, q in enumerate(qs[:2])]
             out = pool.run(jobs)

@@ -42,12 +42,14 @@ def corpus():
 def pool(ray_session):
     from librarian.cluster.faults import CrashPlan
     from librarian.cluster.rollout_pool import RolloutPool
-    from librarian.cluster.rollout_worker import RolloutSpec
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker
+    from librarian.rewards.construction import RewardConfig
 
     plan = CrashPlan(jobs=["x1"], hang_jobs=["h0"], marker_dir=str(MARKERS), after_episodes=2)
-    spec = RolloutSpec(options={"model": "tiny"}, budget=2, max_new_tokens=8, probe_every=1, max_probes=2,
-                       torch_threads=1, crash=plan)
-    p = RolloutPool(spec, [{"num_cpus": 0.5}] * 2, max_restarts=4)
+    spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=2, max_new_tokens=8, torch_threads=1, crash=plan,
+                                constrained=False, content_executor="none")
+    p = RolloutPool(BuilderRolloutWorker, (spec, RewardConfig(every=1, max_probes=2)), [{"num_cpus": 0.5}] * 2,
+                    max_restarts=4)
     p.ready()
     yield p
     p.close()

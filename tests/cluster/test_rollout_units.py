@@ -1,4 +1,4 @@
-"""Rollout pieces without Ray: rewards telescoping over real builds, folding, hints, the off-policy limit."""
+"""Rollout pieces without Ray: rewards telescoping over real builds, folding, hints."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
-from librarian.cluster.weight_sync import WeightSyncError, filter_stale
-from librarian.pipelines.builder_rewards import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
+from librarian.rewards.construction import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -28,10 +27,12 @@ def corpus():
 @pytest.fixture(scope="module")
 def builds(corpus):
     """Real builds in-process: the scripted builder as a teacher (tokenized) with probes every 2 turns."""
-    from librarian.cluster.rollout_worker import BuilderRolloutWorker, BuildJob, RolloutSpec
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
 
-    worker = BuilderRolloutWorker(RolloutSpec(options={"model": "tiny"}, budget=12, probe_every=2, max_probes=3))
-    return worker.run(BuildJob("j0", corpus.corpus_id, corpus.docs, 1, 0, -1, [], True, "librarian_builder"))
+    spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=12, constrained=False, content_executor="none")
+    worker = BuilderRolloutWorker(spec, RewardConfig(every=2, max_probes=3))
+    return worker.run(BuildJob("j0", corpus.corpus_id, corpus.docs, group_size=1, greedy=True,
+                               teacher="librarian_builder"))
 
 
 def _service(corpus, cfg):
@@ -101,18 +102,6 @@ def test_fold_tokenless_moves_to_the_earlier_turn():
         fold_tokenless([1.0, 2.0], [True] * 3)
 
 
-def test_filter_stale_drops_or_keeps():
-    items, versions = ["a", "b", "c"], [5, 3, 4]
-    kept, rep = filter_stale(items, versions, current=5, max_staleness=1)
-    assert kept == ["a", "c"] and rep.dropped == 1 and rep.max_staleness_seen == 2
-    kept, rep = filter_stale(items, versions, current=5, max_staleness=1, policy="keep")
-    assert kept == items and rep.dropped == 0
-    with pytest.raises(WeightSyncError, match="newer than the learner"):
-        filter_stale(items, [6, 5, 5], current=5, max_staleness=1)
-    with pytest.raises(WeightSyncError, match="off_policy.stale"):
-        filter_stale(items, versions, 5, 1, policy="maybe")  # type: ignore[arg-type]
-
-
 def test_hints_nudge_towards_unconsolidated_questions_and_stop_when_done():
     refs = [HintReference("What is Ada Moss's job?", ("baker",), ("facts/a", "facts/b")),
             HintReference("Who is the mother of Finn Quarry?", ("Bo Lee",), ("facts/c",),
@@ -129,12 +118,35 @@ def test_hints_nudge_towards_unconsolidated_questions_and_stop_when_done():
 
 
 def test_hints_reach_training_rollouts_only(corpus):
-    from librarian.cluster.rollout_worker import BuilderRolloutWorker, BuildJob, RolloutSpec
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
 
-    worker = BuilderRolloutWorker(RolloutSpec(backend="scripted", options={"policy": "librarian_builder"},
-                                              budget=6, hint_every=2))
+    worker = BuilderRolloutWorker(BuilderRolloutConfig(backend="scripted", options={"policy": "librarian_builder"},
+                                                       budget=6, hint_every=2, content_executor="none"))
     train = worker.run(BuildJob("t", corpus.corpus_id, corpus.docs, 1, 0, hints=corpus.hints()))[0]
     exam = worker.run(BuildJob("e", corpus.corpus_id, corpus.docs, 1, 0))[0]
     hinted = [t.index for t in train.trajectory.turns if "Hint: readers will ask" in t.observation]
     assert hinted and all((i + 1) % 2 == 0 for i in hinted)
     assert not any("Hint:" in t.observation for t in exam.trajectory.turns)
+
+
+def test_constrained_builds_name_only_existing_folders_and_documents(corpus):
+    """Under the grammar, `list` may name only the folders the workspace has and `sources` only its documents:
+    a policy cannot spend actions on paths that are not there."""
+    import json
+    import re
+
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
+
+    spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=3, max_new_tokens=100, constrained=True,
+                                content_executor="extractive", tool_listing="signatures")
+    worker = BuilderRolloutWorker(spec, RewardConfig(every=1, max_probes=0))
+    records = worker.run(BuildJob("j1", corpus.corpus_id, corpus.docs, group_size=4, seed=3))
+    folders = {"", *{d.path.rsplit("/", 1)[0] for d in corpus.docs if "/" in d.path}}
+    documents = {d.path for d in corpus.docs}
+    calls = [json.loads(m.group(1)) for r in records for t in r.trajectory.turns
+             for m in re.finditer(r"<tool_call>(.*?)</tool_call>", t.text)]
+    assert len(calls) == sum(len(r.trajectory.turns) for r in records) > 0  # every turn one parsed call
+    listed = [c["arguments"].get("path", "") for c in calls if c["name"] == "list"]
+    cited = [s for c in calls if c["name"] == "create_file" for s in c["arguments"].get("sources", [])]
+    assert set(listed) <= folders and set(cited) <= documents
+    assert listed or cited  # the check saw calls it constrains

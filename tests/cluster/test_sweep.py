@@ -1,7 +1,8 @@
-"""The sweep scheduler on a real local Ray runtime with trivial cells, and its pure parts (admission, peaks).
+"""What `librarian.cluster.tune_sweep` adds to Ray Tune, on a real local Ray with trivial trainables: child
+actors inside a trial's placement group, per-step reports through the tracking layer's listeners, the
+attempt log with retries and timeouts; and the pure parts (placement groups, peaks, the log reader).
 
-Cells are closures made inside the tests, so Ray pickles them by value (the
-test module need not be importable in the workers).
+Trainables are closures made inside the tests, so Ray pickles them by value.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian.cluster.sweep import Footprint, Job, Scheduler, Span, SweepError, fits, peak_concurrency
+from librarian.cluster import tune_sweep as ts
+from librarian.tracking import Tracker, metric_history, step_listeners
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -29,116 +31,135 @@ def ray_session():
     ray.shutdown()
 
 
-def sleeper(seconds: float):
-    def cell() -> float:
-        time.sleep(seconds)
-        return seconds
-
-    return cell
-
-
-def flaky(marker: str):
-    def cell() -> str:
-        if not os.path.exists(marker):
-            open(marker, "w").close()  # noqa: SIM115 - a marker, nothing to write
-            raise RuntimeError("first attempt fails")
-        return "second attempt"
-
-    return cell
+# --- step listeners (the tracking layer's hook) ---------------------------------------------------------------
+def test_listeners_get_each_logged_step_until_unregistered(tmp_path):
+    seen: list = []
+    tracker = Tracker("listen", tmp_path)
+    with step_listeners.listening(lambda m, s: seen.append((m, s))):
+        tracker.log_metrics({"reward": 0.5, "note": "text", "nan": float("nan"), "n": 3}, step=2)
+    tracker.log_metrics({"reward": 0.7}, step=3)  # no listener any more
+    assert seen == [({"reward": 0.5, "n": 3.0}, 2)]  # what MLflow got: finite numbers only
+    assert metric_history(tracker, tracker.run_id, "reward") == [(2, 0.5), (3, 0.7)]
+    tracker.finish()
 
 
-def broken():
-    def cell() -> None:
-        raise ValueError("boom")
+def test_listener_errors_reach_the_caller_and_bad_listeners_are_refused():
+    def boom(metrics, step):
+        raise RuntimeError(f"stop at {step}")
 
-    return cell
+    with step_listeners.listening(boom), pytest.raises(RuntimeError, match="stop at 4"):
+        step_listeners.notify({"x": 1.0}, 4)
+    step_listeners.notify({"x": 1.0}, 5)  # unregistered on leaving the block
+    with pytest.raises(TypeError, match="must be callable"):
+        step_listeners.register("not a function")  # type: ignore[arg-type]
+    step_listeners.unregister(boom)  # absent: nothing happens
 
 
-def crasher():
-    def cell() -> None:
-        os._exit(3)  # the worker process dies: no exception ever reaches Ray
-
-    return cell
+# --- placement groups -----------------------------------------------------------------------------------------
+def test_placement_group_has_an_empty_head_and_the_actor_bundles():
+    pgf = ts.placement([{"CPU": 0.5}, {"CPU": 1, "GPU": 0}, {"CPU": 0}], "SPREAD")
+    assert pgf.head_bundle_is_empty and pgf.bundles == [{"CPU": 0.5}, {"CPU": 1.0}]
+    assert pgf.strategy == "SPREAD" and pgf.required_resources == {"CPU": 1.5}
+    held = ts.placement([{"CPU": 1}], head={"learner_node": 1})
+    assert not held.head_bundle_is_empty and held.bundles[0] == {"learner_node": 1.0}
 
 
 @pytest.mark.slow
-def test_cells_share_the_cluster_and_failures_do_not_stop_the_sweep(ray_session, tmp_path):
-    cpu = Footprint(cpus=1, hold=True)
-    jobs = [Job("a", sleeper(1.0), footprint=cpu), Job("b", sleeper(1.0), footprint=cpu),
-            Job("c", sleeper(1.0), footprint=cpu),
-            Job("flaky", flaky(str(tmp_path / "marker")), footprint=cpu, retries=1),
-            Job("broken", broken(), footprint=cpu, retries=1),
-            Job("crash", crasher(), footprint=cpu, retries=0)]
-    done, started = [], []
-    sched = Scheduler()
-    assert sched.cap["CPU"] == 2.0
-    outcomes = sched.run(jobs, on_start=lambda j, a: started.append((j.name, a)), on_done=done.append)
-    by = {o.name: o for o in outcomes}
-    assert [o.name for o in outcomes] == [j.name for j in jobs]
-    assert sorted(o.name for o in done) == sorted(by)  # on_done once per cell, when it is final
-    for name in "abc":
-        assert by[name].status == "finished" and by[name].value == 1.0 and by[name].attempts == 1
-    assert by["flaky"].status == "finished" and by["flaky"].attempts == 2 and by["flaky"].value == "second attempt"
-    assert "first attempt fails" in by["flaky"].errors[0]
-    assert by["broken"].status == "failed" and by["broken"].attempts == 2 and len(by["broken"].errors) == 2
-    assert "ValueError: boom" in by["broken"].error
-    assert by["crash"].status == "failed" and by["crash"].attempts == 1 and "worker died" in by["crash"].error
-    assert ("flaky", 2) in started and ("broken", 2) in started and ("crash", 2) not in started
-    assert peak_concurrency(sched.spans) == 2  # two 1-CPU cells at a time on 2 CPUs; the rest queued
+def test_trials_actors_run_inside_the_trials_placement_group(ray_session, tmp_path):
+    from ray import tune
+
+    def trainable(config):
+        import ray
+        from ray.util import get_current_placement_group
+
+        @ray.remote(num_cpus=1)
+        class Child:
+            def group(self):
+                g = get_current_placement_group()
+                return g.id.hex() if g else ""
+
+        mine = get_current_placement_group()
+        child = Child.remote()
+        time.sleep(1.0)
+        return {"trial_pg": mine.id.hex() if mine else "", "child_pg": ray.get(child.group.remote()),
+                "start": time.time()}
+
+    log = ts.AttemptLog(tmp_path / "attempts.jsonl", lambda t: t.config["i"], retries=0)
+    tuner = tune.Tuner(tune.with_resources(trainable, ts.placement([{"CPU": 1}])),
+                       param_space={"i": tune.grid_search([0, 1, 2])},
+                       run_config=tune.RunConfig(name="pg", storage_path=str(tmp_path), callbacks=[log], verbose=0))
+    results = list(tuner.fit())
+    assert all(r.error is None for r in results)
+    for r in results:
+        assert r.metrics["trial_pg"] and r.metrics["child_pg"] == r.metrics["trial_pg"]
+    ends = [a for a in ts.read_attempts(tmp_path / "attempts.jsonl") if a["event"] == "end"]
+    spans = [ts.Span(str(a["cell"]), 1, a["start"], a["end"]) for a in ends]
+    assert len(spans) == 3 and ts.peak_concurrency(spans) <= 2  # one CPU bundle each on 2 CPUs: one queued
 
 
-def test_max_concurrent_limits_and_queues(ray_session):
-    jobs = [Job(f"j{i}", sleeper(0.5), footprint=Footprint(cpus=0.1)) for i in range(3)]
-    sched = Scheduler(max_concurrent=1)
-    outcomes = sched.run(jobs)
-    assert all(o.status == "finished" for o in outcomes)
-    assert peak_concurrency(sched.spans) == 1
-    spans = sorted(sched.spans, key=lambda s: s.start)
-    assert all(x.end <= y.start for x, y in zip(spans, spans[1:], strict=False))
+# --- the attempt log: retries, failures, timeouts -------------------------------------------------------------
+@pytest.mark.slow
+def test_attempt_log_records_retries_failures_and_timeouts(ray_session, tmp_path):
+    from ray import tune
+
+    marker = str(tmp_path / "flaky")
+
+    def trainable(config):
+        kind = config["kind"]
+        if kind == "flaky" and not os.path.exists(marker):
+            open(marker, "w").close()  # noqa: SIM115 - a marker, nothing to write
+            raise RuntimeError("first attempt fails")
+        if kind == "broken":
+            raise ValueError("boom")
+        if kind == "crash":
+            os._exit(3)  # the trial's process dies: no exception reaches Ray
+        if kind == "slow":
+            time.sleep(120)
+        return {"ok": 1, ts.DONE_KEY: True}
+
+    log = ts.AttemptLog(tmp_path / "attempts.jsonl", lambda t: t.config["kind"], retries=1, timeout_s=6.0)
+    tuner = tune.Tuner(tune.with_resources(trainable, ts.placement([{"CPU": 1}])),
+                       param_space={"kind": tune.grid_search(["ok", "flaky", "broken", "crash", "slow"])},
+                       run_config=tune.RunConfig(name="att", storage_path=str(tmp_path), callbacks=[log], verbose=0,
+                                                 failure_config=tune.FailureConfig(max_failures=0)))
+    started = time.time()
+    by = {r.config["kind"]: r for r in tuner.fit()}
+    ends: dict[str, list] = {}
+    for a in ts.read_attempts(tmp_path / "attempts.jsonl"):
+        if a["event"] == "end":
+            ends.setdefault(a["cell"], []).append((a["attempt"], a["status"], a["error"]))
+    assert ends["ok"] == [(1, "finished", "")]
+    assert ends["flaky"] == [(1, "retry", "RuntimeError: first attempt fails"), (2, "finished", "")]
+    assert ends["broken"] == [(1, "retry", "ValueError: boom"), (2, "failed", "ValueError: boom")]
+    assert [s for _, s, _ in ends["crash"]] == ["retry", "failed"] and "worker died" in ends["crash"][-1][2]
+    assert ends["slow"] == [(1, "retry", "timed out after 6 s"), (2, "failed", "timed out after 6 s")]
+    assert by["flaky"].error is None and by["broken"].error is not None and by["slow"].error is not None
+    assert time.time() - started < 100  # the slow trial was ended, not waited for (120 s per attempt)
 
 
-def test_custom_resources_gate_admission(ray_session):
-    # hold=False: the footprint only gates admission (the cell's own actors would reserve it)
-    slot = Footprint(cpus=0.5, custom={"learner_slot": 1})
-    sched = Scheduler(cap={"CPU": 2.0, "learner_slot": 1.0})
-    outcomes = sched.run([Job("x", sleeper(0.5), footprint=slot), Job("y", sleeper(0.5), footprint=slot)])
-    assert [o.status for o in outcomes] == ["finished", "finished"]
-    assert peak_concurrency(sched.spans) == 1
+def test_describe_names_the_cause():
+    import ray.exceptions as rex
+
+    assert ts.describe(ValueError("bad\nvalue: 3")) == "ValueError: value: 3"
+    assert ts.describe(rex.RayTaskError("f", "tb", ValueError("boom"))) == "ValueError: boom"
+    assert ts.describe(None) == "unknown error"
 
 
-def test_timeout_fails_the_cell(ray_session):
-    sched = Scheduler()
-    [o] = sched.run([Job("slow", sleeper(60), footprint=Footprint(cpus=1), timeout_s=1.0)])
-    assert o.status == "failed" and "timed out after 1 s" in o.error and o.wall_s < 30
-
-
-def test_bad_settings_are_named():
-    with pytest.raises(SweepError, match="max_concurrent"):
-        Scheduler(max_concurrent=-1, cap={"CPU": 1})
-    with pytest.raises(SweepError, match="resources.cpus"):
-        Footprint(cpus=-1).check("c")
-    with pytest.raises(SweepError, match="unique"):
-        Scheduler(cap={"CPU": 1}).run([Job("a", print), Job("a", print)])
-
-
-def test_footprint_and_fits():
-    fp = Footprint(cpus=2, gpus=1, custom={"rollout_node": 0.5})
-    assert fp.as_dict() == {"CPU": 2.0, "GPU": 1.0, "rollout_node": 0.5}
-    assert Footprint(cpus=1).as_dict() == {"CPU": 1.0}
-    cap = {"CPU": 4.0, "GPU": 1.0, "rollout_node": 1.0}
-    assert fits({}, fp.as_dict(), cap)
-    assert not fits({"GPU": 0.5}, fp.as_dict(), cap)
-    assert not fits({}, {"TPU": 1.0}, cap)  # a resource the cluster lacks never fits
+def test_read_attempts_skips_a_torn_line(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"cell": "a", "event": "start"}\n{"cell": "b", "ev')
+    assert ts.read_attempts(path) == [{"cell": "a", "event": "start"}]
+    assert ts.read_attempts(tmp_path / "missing.jsonl") == []
 
 
 spans = st.lists(st.tuples(st.floats(0, 100), st.floats(0, 50)), max_size=12).map(
-    lambda xs: [Span(f"c{i}", 1, s, s + d) for i, (s, d) in enumerate(xs)])
+    lambda xs: [ts.Span(f"c{i}", 1, s, s + d) for i, (s, d) in enumerate(xs)])
 
 
 @settings(max_examples=200, deadline=None)
 @given(spans)
 def test_peak_concurrency_matches_brute_force(items):
-    peak = peak_concurrency(items)
+    peak = ts.peak_concurrency(items)
     points = [s.start for s in items]
     brute = max((sum(1 for s in items if s.start <= t < s.end) for t in points), default=0)
     assert peak == brute  # half-open spans: one ending as another starts is not an overlap
@@ -146,7 +167,6 @@ def test_peak_concurrency_matches_brute_force(items):
 
 
 def test_peak_concurrency_counts_touching_spans_once():
-    assert peak_concurrency([Span("a", 1, 0, 1), Span("b", 1, 1, 2)]) == 1
-    assert peak_concurrency([Span("a", 1, 0, 2), Span("b", 1, 1, 3), Span("c", 1, 1.5, 1.6)]) == 3
-    assert peak_concurrency([]) == 0
-
+    assert ts.peak_concurrency([ts.Span("a", 1, 0, 1), ts.Span("b", 1, 1, 2)]) == 1
+    assert ts.peak_concurrency([ts.Span("a", 1, 0, 2), ts.Span("b", 1, 1, 3), ts.Span("c", 1, 1.5, 1.6)]) == 3
+    assert ts.peak_concurrency([]) == 0

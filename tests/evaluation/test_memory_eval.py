@@ -82,10 +82,9 @@ def test_hierarchical_beats_flat_with_confidence_intervals(result, task):
         assert lo <= arm["source_recall"] <= hi, name
         assert arm["n"] == len(task.questions) and 0 <= arm["answer_in_context"] <= 1
         assert arm["query_latency_s_p50"] <= arm["query_latency_s_p95"] and arm["construction_s"] > 0
-    assert arms["hierarchical"]["source_recall"] >= arms["flat"]["source_recall"]
     assert arms["hierarchical"]["source_recall"] >= 0.9
     lo, hi = result["hierarchical_minus_flat_ci"]
-    assert lo <= result["hierarchical_minus_flat"] <= hi
+    assert 0 < lo < result["hierarchical_minus_flat"] < hi  # a strict win: the 95% CI excludes a tie
     assert result["hierarchical_minus_flat"] == pytest.approx(
         arms["hierarchical"]["source_recall"] - arms["flat"]["source_recall"])
     assert 1 <= arms["hierarchical"]["rounds_mean"] <= 20 and arms["no_researcher"]["rounds_mean"] == 0

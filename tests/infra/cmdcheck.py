@@ -274,6 +274,8 @@ def config_loader(name: str):
             return cfg
 
         return load_ablate
+    if name == "plan":
+        return run_plan
     if name == "demo":
         from librarian.pipelines.demo import DemoConfig
 
@@ -293,6 +295,21 @@ def config_loader(name: str):
     return load_pipeline
 
 
+def run_plan(args: list[str]) -> None:
+    """`librarian plan` starts nothing, so it runs for real: the job must fit the cluster files it names."""
+    import contextlib
+    import io
+
+    from librarian.cluster.plan import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = main(args)
+    if code != 0:
+        raise CommandError(f"librarian plan exits {code}: " + " | ".join(
+            line for line in out.getvalue().splitlines() if line.startswith(("problem:", "librarian plan:"))))
+
+
 def check_librarian(args: list[str], checker: Checker) -> None:
     """The command exists and is built; its config files exist; every key=value is a valid config key."""
     from librarian.cli import COMMANDS
@@ -306,7 +323,7 @@ def check_librarian(args: list[str], checker: Checker) -> None:
     resolved = []
     for i, a in enumerate(rest):
         value = a.split("=", 1)[1] if a.startswith(("config=", "--config=")) else None
-        if value is None and i > 0 and rest[i - 1] in ("--config", "-c"):
+        if value is None and i > 0 and rest[i - 1] in ("--config", "-c", "--cluster"):
             value = a
         if value is not None:
             p = checker.path(value)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from librarian.learner import Learner, LearnerConfig
 from librarian.learner.batch import samples_from_trajectory
 from librarian.learner.config import LoraConfig
-from librarian.learner.constraints import disallowed_mask, mask_logits
 from librarian.learner.losses import token_logprobs
 from librarian.models.base import SamplingParams
 from librarian.models.constrained import tool_call_grammar
@@ -43,9 +43,7 @@ def _learner_logprobs(learner: Learner, samples) -> list[torch.Tensor]:
     batch = collate(samples, learner.pad_id)
     t, first = learner._targets(batch)
     with torch.no_grad():
-        logits = learner._logits(batch.input_ids, batch.attention_mask, first)
-        logits = mask_logits(logits, disallowed_mask(samples, first, tuple(logits.shape), learner.tokenizer))
-        logp = token_logprobs(logits, t["ids"])
+        logp, _ = learner.token_stats(batch, t, first, samples)
     return [logp[i][t["mask"][i] > 0] for i in range(len(samples))]
 
 
@@ -75,13 +73,15 @@ def test_unconstrained_random_model_makes_malformed_calls():
     assert all(not t.grammar for t in turns)
 
 
-def test_learner_recomputes_the_rollouts_constrained_logprobs():
+@pytest.mark.parametrize("chunk", [0, 7], ids=["whole-batch", "chunked"])
+def test_learner_recomputes_the_rollouts_constrained_logprobs(chunk):
     backend = tiny_llama(seed=4)
     trajs = _episodes(backend, constrained=True, group=3, budget=2)
     samples = [s for traj in trajs for s in samples_from_trajectory(traj, {t.index: 1.0 for t in traj.turns})]
     assert any(s.constraints for s in samples)
-    learner = Learner(backend.model, LearnerConfig(lora=LoraConfig(enabled=False)), pad_id=backend.pad_id,
-                      tokenizer=backend.tokenizer)
+    learner = Learner(backend.model, LearnerConfig(lora=LoraConfig(enabled=False), logprob_chunk=chunk),
+                      pad_id=backend.pad_id, tokenizer=backend.tokenizer)
+    assert learner.chunked == bool(chunk)
     recomputed = _learner_logprobs(learner, samples)
     for sample, new in zip(samples, recomputed, strict=True):
         old = torch.tensor([lp for lp, m in zip(sample.old_logprobs, sample.loss_mask, strict=True) if m])

@@ -114,11 +114,23 @@ def test_bad_config_and_input_are_named(pad_id):
         make(pad_id, lora=LoraConfig(rank=4, alpha=8, target_modules=["nope_proj"]))
     with pytest.raises(LearnerError, match="learner.engine"):
         LearnerConfig(engine="jax")
+    with pytest.raises(LearnerError, match="max_tokens_per_micro_batch"):
+        LearnerConfig(max_tokens_per_micro_batch=-1)
+    with pytest.raises(LearnerError, match="learner.precision"):
+        LearnerConfig(precision="fp16")
     learner = make(pad_id, grad_accum=3)
     with pytest.raises(LearnerError, match="at least one"):
         learner.step([])
-    with pytest.raises(LearnerError, match="grad_accum"):
+
+
+def test_fewer_samples_than_grad_accum_is_the_same_update(pad_id):
+    """grad_accum is at most: a batch smaller than it (an SFT epoch's last) runs one sample per micro-batch."""
+    states = []
+    for accum in (1, 3):
+        learner = make(pad_id, grad_accum=accum)
         learner.step(random_samples(2))
+        states.append(learner.publish_weights()[1].state)
+    assert all(torch.allclose(states[0][k], states[1][k], atol=1e-6) for k in states[0])
 
 
 @pytest.mark.parametrize("lora", [LoraConfig(enabled=False), LoraConfig(rank=4, alpha=8)])

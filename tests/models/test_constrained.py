@@ -81,3 +81,16 @@ def test_unpack_bitmask_matches_bits():
     bits = unpack_bitmask(packed, 40)
     assert bits.shape == (1, 40)
     assert bits[0, :3].tolist() == [True, False, True] and not bits[0, 3:32].any() and bits[0, 32:].all()
+
+
+def test_a_tool_named_enum_holds_only_that_tools_argument():
+    from librarian.models.constrained import tool_enums
+
+    enums = {"path": ["x"], "open.path": ["a/b.md"], "sources": ["facts/d1"]}
+    assert tool_enums(enums, "open") == {"path": ["a/b.md"], "sources": ["facts/d1"]}
+    assert tool_enums(enums, "ls") == {"path": ["x"], "sources": ["facts/d1"]}
+    assert tool_enums(None, "ls") == {}
+    g = tool_call_grammar([OPEN, LISTING], enums={"open.path": ["a/b.md", "c.md"]})
+    assert accepts(g, call("open", '{"path": "c.md"}'))
+    assert not accepts(g, call("open", '{"path": "elsewhere.md"}'))  # held to the named files
+    assert accepts(g, call("ls", '{"path": "elsewhere"}'))  # the other tool's path stays free

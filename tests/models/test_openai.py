@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
+import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -67,15 +70,17 @@ def _free_port() -> int:
 
 def test_unreachable_server_error_names_the_url():
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    client = OpenAIBackend(url, "m", timeout_s=2, max_retries=1, backoff_s=0.01)
+    client = OpenAIBackend(url, "m", timeout_s=2, max_retries=1)
     with pytest.raises(BackendError, match=f"{url}/chat/completions: giving up after 2 attempt"):
         client.generate([CONV], None, SamplingParams(max_new_tokens=2))
 
 
 def test_bad_request_is_not_retried_and_names_the_url(server):
-    client = OpenAIBackend(server.url, "tiny", max_retries=3, backoff_s=5)
+    client = OpenAIBackend(server.url, "tiny", max_retries=3, timeout_s=5)
+    t0 = time.monotonic()
     with pytest.raises(BackendError, match=r"chat/completions rejected the request \(HTTP 400.*messages"):
         client._post({"model": "tiny", "messages": [{"role": "nobody", "content": 1}]})
+    assert time.monotonic() - t0 < 2  # no backoff: a 400 is not retried
 
 
 class _Flaky:
@@ -97,7 +102,7 @@ class _Flaky:
 def test_server_errors_are_retried_with_backoff(tiny):
     flaky = _Flaky(tiny, failures=2)
     with serve(flaky) as running:
-        client = OpenAIBackend(running.url, "flaky", max_retries=2, backoff_s=0.01)
+        client = OpenAIBackend(running.url, "flaky", max_retries=2)
         sample = client.generate([CONV], None, SamplingParams(max_new_tokens=2, seed=0))[0][0]
         assert flaky.failures == 0 and len(sample.token_ids) == 2
         flaky.failures = 5
@@ -126,3 +131,83 @@ def test_tool_calls_parsed_by_a_server_come_back_as_text():
 def test_bad_base_url_is_rejected():
     with pytest.raises(BackendError, match="base_url must start with http"):
         OpenAIBackend("localhost:8000", "m")
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """A server that records each request's headers and answers with `reply` (status, body)."""
+
+    seen: list = []
+    reply: tuple = (200, b"{}")
+    delay_s: float = 0.0
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def do_POST(self):  # noqa: N802
+        length = int(self.headers.get("Content-Length", 0))
+        type(self).seen.append(({k.lower(): v for k, v in self.headers.items()}, json.loads(self.rfile.read(length))))
+        time.sleep(type(self).delay_s)
+        status, body = type(self).reply
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture()
+def recorder():
+    handler = type("Handler", (_Recorder,), {"seen": [], "reply": (200, b"{}"), "delay_s": 0.0})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield handler, f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_the_key_and_vllm_extras_reach_the_server_through_the_sdk(recorder):
+    handler, url = recorder
+    handler.reply = (200, json.dumps({"choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop",
+                                                   "token_ids": [5, 6]}], "prompt_token_ids": [1, 2]}).encode())
+    client = OpenAIBackend(url, "m", api_key="sk-test", extra_body={"top_k": 3})
+    sample = client.generate([CONV], None, SamplingParams(max_new_tokens=4, seed=1))[0][0]
+    assert (sample.text, sample.token_ids, sample.prompt_token_ids) == ("hi", (5, 6), (1, 2))
+    headers, body = handler.seen[-1]
+    assert headers["authorization"] == "Bearer sk-test"
+    assert body["top_k"] == 3 and body["return_token_ids"] is True and body["max_tokens"] == 4
+
+
+def test_a_slow_server_times_out_and_is_retried(recorder):
+    handler, url = recorder
+    handler.delay_s = 2.0
+    client = OpenAIBackend(url, "m", timeout_s=0.3, max_retries=1)
+    with pytest.raises(BackendError, match=f"{url}/chat/completions: giving up after 2 attempt.*unreachable"):
+        client.generate([CONV], None, SamplingParams(max_new_tokens=2))
+    assert len(handler.seen) == 2  # the first try and one retry
+
+
+def test_a_body_that_is_not_json_is_named(recorder):
+    handler, url = recorder
+    handler.reply = (200, b"<html>proxy page</html>")
+    with pytest.raises(BackendError, match="not JSON.*proxy page"):
+        OpenAIBackend(url, "m", max_retries=0).generate([CONV], None, SamplingParams(max_new_tokens=2))
+
+
+def test_a_backend_pickles_before_and_after_use(recorder):
+    import pickle
+
+    handler, url = recorder
+    handler.reply = (200, json.dumps({"choices": [{"index": 0, "message": {"content": "x"}}]}).encode())
+    client = OpenAIBackend(url, "m", max_retries=0)
+    client.generate([CONV], None, SamplingParams(max_new_tokens=2))
+    again = pickle.loads(pickle.dumps(client))
+    assert again.generate([CONV], None, SamplingParams(max_new_tokens=2))[0][0].text == "x"
+
+
+def test_a_password_in_the_url_never_reaches_the_name_or_an_error():
+    url = f"http://user:pw-{'s3cret'}@127.0.0.1:{_free_port()}/v1"
+    client = OpenAIBackend(url, "m", timeout_s=2, max_retries=0)
+    assert "s3cret" not in client.name and client.name.startswith("openai:m@http://")
+    with pytest.raises(BackendError) as caught:
+        client.generate([CONV], None, SamplingParams(max_new_tokens=2))
+    assert "s3cret" not in str(caught.value) and "giving up after 1 attempt" in str(caught.value)

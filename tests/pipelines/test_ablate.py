@@ -1,5 +1,6 @@
-"""`librarian ablate`: expansion, naming and validation (pure), the report, and the smoke sweep end to end
-on a local Ray runtime against a real MLflow server (a parent run and a child run per cell)."""
+"""`librarian ablate`: expansion, naming, validation and placement (pure), the report, and the smoke sweep
+end to end as a Ray Tune experiment on a local Ray runtime against a real MLflow server (a parent run and a
+child run per cell), run again to resume it. Search, ASHA, retries and a killed sweep: test_ablate_search.py."""
 
 from __future__ import annotations
 
@@ -119,20 +120,27 @@ def test_tracking_keys_follow_each_pipeline():
     from librarian.pipelines.train_curator import TrainCuratorConfig
 
     assert ac.tracking_overrides(TrainBuilderConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
-    assert ac.tracking_overrides(EvaluateConfig, "u", "e") == {"tracking.enabled": True, "tracking.uri": "u",
-                                                               "tracking.experiment": "e"}
-    assert ac.tracking_overrides(TrainCuratorConfig, "u", "e") == {}
+    assert ac.tracking_overrides(EvaluateConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
+    assert ac.tracking_overrides(TrainCuratorConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
 
 
-def test_footprints_come_from_the_pipeline_config(tmp_path):
-    cfg = sweep("grid={rollout.workers: [1, 3]}", "base.overrides={ray.learner_cpus: 0.5, probe.workers: 0}",
-                "cells=[{name: pinned, resources: {cpus: 6, custom: {big: 1}, hold: true}}]")
+def test_placement_comes_from_the_pipeline_config(tmp_path):
+    cfg = sweep("grid={rollout.workers: [1, 3]}", "base.overrides={ray.learner_cpus: 0.5, probe.workers: 1}",
+                "cells=[{name: pinned, resources: {cpus: 6, custom: {big: 1}}}]")
     cells = ac.validate(cfg, ac.plan(cfg), tmp_path)
-    prints = [ac.footprint(cfg, c) for c in cells]
-    assert [p["cpus"] for p in prints] == [1.5, 3.5, 6.0]  # 0.5 learner + 1 CPU per rollout worker; explicit 6
-    assert prints[2]["custom"] == {"big": 1} and prints[2]["hold"] is True and prints[0]["hold"] is False
+    one, three, pinned = (ac.placement(cfg, c) for c in cells)
+    # a bundle per actor: learner 0.5 CPU, each rollout worker 1 CPU, the probe worker 1 CPU
+    assert one.bundles == [{"CPU": 0.5}, {"CPU": 1.0}, {"CPU": 1.0}] and one.head == {}
+    assert three.total() == {"CPU": 4.5} and len(three.bundles) == 5 and three.strategy == "PACK"
+    assert pinned.bundles == [{"CPU": 6.0}] and pinned.head == {"big": 1.0}  # one bundle the actors share
     ev = sweep("pipeline=evaluate", "base.overrides={workers: 0}")
-    assert ac.footprint(ev, ac.validate(ev, ac.plan(ev), tmp_path)[0])["cpus"] == 1.0  # at least one CPU
+    assert ac.placement(ev, ac.validate(ev, ac.plan(ev), tmp_path)[0]).bundles == [{"CPU": 1.0}]  # no actors
+    ev = sweep("pipeline=evaluate", "base.overrides={workers: 2}", "resources={cpus: 0, gpus: 0}")
+    with pytest.raises(ConfigError, match="reserve nothing"):
+        ac.placement(ev, ac.validate(ev, ac.plan(ev), tmp_path)[0])
+    assert ac.trial_overrides(type(cells[0].config)) == {"ray.placement_group": False}  # actors join the trial's
+    ranks = sweep("base.overrides={ray.learner_gpus: 1, learner.workers: 2, rollout.workers: 1, probe.workers: 0}")
+    assert ac.placement(ranks, ac.validate(ranks, ac.plan(ranks), tmp_path)[0]).total()["GPU"] == 2.0
 
 
 names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
@@ -169,13 +177,16 @@ def test_rendered_overrides_read_back_unchanged(value):
 
 def test_shipped_sweeps_validate(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # base.config paths are relative to the working directory
-    for name, n in (("ablate_smoke.yaml", 6), ("ablate_smoke_builder.yaml", 4), ("ablate_builder.yaml", 32)):
+    for name, n in (("ablate_smoke.yaml", 6), ("ablate_smoke_builder.yaml", 4), ("ablate_builder.yaml", 32),
+                    ("ablate_search_smoke.yaml", 1)):
         cfg = sweep("--config", f"configs/{name}")
         cells = ac.validate(cfg, ac.plan(cfg), tmp_path)
         assert len(cells) == n and len({c.name for c in cells}) == n
     cfg = sweep("--config=configs/ablate_builder.yaml")
     cell = ac.validate(cfg, ac.plan(cfg), tmp_path)[0]
-    assert cell.config.rollout.backend == "vllm" and ac.footprint(cfg, cell)["gpus"] >= 4
+    assert cell.config.rollout.backend == "vllm" and ac.placement(cfg, cell).total()["GPU"] >= 4
+    search = sweep("--config=configs/ablate_search_smoke.yaml")
+    assert search.search == "random" and search.num_samples == 8 and search.scheduler == "asha"
 
 
 # --- the report ---------------------------------------------------------------------------------------------
@@ -245,7 +256,7 @@ def smoke(ray_session, mlflow_server, tmp_path_factory):  # noqa: F811 - the imp
             f"tracking_uri={mlflow_server}", "grid={reader.budget: [2, 8]}", "n_boot=200",
             "cells=[{name: broken, overrides: {people: 10}}]"]  # too few people for the splits: fails at run time
     first = run(ac.load(args))
-    again = run(ac.load([*args, "retries=0"]))
+    again = run(ac.load([*args, "retries=0"]))  # the same sweep again: Tune resumes it
     return out, first, again, mlflow_server
 
 
@@ -257,14 +268,14 @@ def test_smoke_sweep_runs_every_cell_and_reports_failures(smoke):
     assert list(cells) == [*good, "broken_seed-1", "broken_seed-2"]
     for name in good:
         c = cells[name]
-        assert c["status"] == "finished" and c["attempts"] == 1 and c["wall_s"] > 0
+        assert c["status"] == "finished" and c["attempts"] == 1 and c["wall_s"] > 0 and not c["skipped"]
         assert 0.0 <= c["metrics"]["rows.name=flat.f1"] <= 1.0 and len(c["metrics"]["rows.name=flat.f1_ci"]) == 2
-        assert json.loads((out / "cells" / name / "status.json").read_text())["status"] == "finished"
         assert json.loads((out / "cells" / name / "results.json").read_text())["rows"][0]["name"] == "flat"
     for name in ("broken_seed-1", "broken_seed-2"):
         assert cells[name]["status"] == "failed" and cells[name]["attempts"] == 2  # retried once, then reported
-        assert "DatasetError" in cells[name]["error"] and not (out / "cells" / name / "results.json").exists()
-    assert first["counts"] == {"finished": 4, "failed": 2, "skipped": 0}
+        assert cells[name]["error"].endswith("Error: --people must be at least 60 (got 10)")  # the cell's own
+        assert len(cells[name]["errors"]) == 2 and not (out / "cells" / name / "results.json").exists()
+    assert first["counts"] == {"finished": 4, "failed": 2, "early_stopped": 0, "interrupted": 0, "skipped": 0}
     assert 1 <= first["peak_concurrent"] <= 2  # 1-CPU footprints on 2 CPUs
     f1 = {n: cells[n]["metrics"]["rows.name=flat.f1"] for n in good}
     assert f1["budget-8_seed-1"] > f1["budget-2_seed-1"]  # a reader budget of 2 answers few questions
@@ -275,19 +286,26 @@ def test_smoke_sweep_runs_every_cell_and_reports_failures(smoke):
     saved = json.loads((out / "results.json").read_text())
     assert [c["name"] for c in saved["cells"]] == list(cells)
     assert (out / "ablate.png").stat().st_size > 1000 and "budget-8" in (out / "summary.md").read_text()
+    from ray.tune import ExperimentAnalysis  # the cells are the trials of a Tune experiment
+
+    trials = ExperimentAnalysis(first["tune"]["experiment"]).trials
+    assert len(trials) == 6 and sorted(t.status for t in trials) == ["ERROR"] * 2 + ["TERMINATED"] * 4
 
 
 @pytest.mark.slow
-def test_rerun_skips_finished_cells(smoke):
+def test_running_it_again_resumes_and_skips_finished_cells(smoke):
     _, first, again, _ = smoke
-    status = {c["name"]: c["status"] for c in again["cells"]}
-    assert status == {**{c["name"]: "skipped" for c in first["cells"] if c["status"] == "finished"},
-                      "broken_seed-1": "failed", "broken_seed-2": "failed"}
-    assert again["counts"] == {"finished": 0, "failed": 2, "skipped": 4}
-    before = {c["name"]: c["metrics"] for c in first["cells"]}
+    assert again["resumed"] and not first["resumed"]
+    status = {c["name"]: (c["status"], c["skipped"]) for c in again["cells"]}
+    assert status == {**{c["name"]: ("finished", True) for c in first["cells"] if c["status"] == "finished"},
+                      "broken_seed-1": ("failed", False), "broken_seed-2": ("failed", False)}
+    assert again["counts"] == {"finished": 4, "failed": 2, "early_stopped": 0, "interrupted": 0, "skipped": 4}
+    before = {c["name"]: c for c in first["cells"]}
     for c in again["cells"]:
-        if c["status"] == "skipped":
-            assert c["metrics"] == before[c["name"]]  # read back from the cell's results.json
+        if c["skipped"]:  # kept from the first run's trials, not run again
+            assert c["metrics"] == before[c["name"]]["metrics"] and c["attempts"] == 1
+        else:
+            assert c["attempts"] == 1  # this command's retries=0
 
 
 @pytest.mark.slow
@@ -307,15 +325,16 @@ def test_mlflow_has_a_parent_run_and_a_child_per_cell(smoke):
         by_cell.setdefault(run.data.tags["librarian.cell"], []).append(run)
     assert set(by_cell) == {c["name"] for c in first["cells"]}
     for c in first["cells"]:
-        runs = by_cell[c["name"]]
+        runs = sorted(by_cell[c["name"]], key=lambda r: r.info.start_time)  # one per attempt that reached MLflow
         if c["status"] == "finished":  # the pipeline's own run, tagged, with the sweep's metrics added
             [run] = runs
             assert run.info.status == "FINISHED" and run.data.tags["librarian.status"] == "finished"
             assert json.loads(run.data.tags["librarian.overrides"]) == c["overrides"]
             assert run.data.metrics["sweep.rows.name_flat.f1"] == c["metrics"]["rows.name=flat.f1"]
             assert "flat.f1" in run.data.metrics  # logged by evaluate itself
-        else:  # the pipeline failed before its tracker: the driver made the child run
-            assert runs[-1].info.status == "FAILED" and runs[-1].data.tags["librarian.driver_run"] == "true"
+        else:  # the pipeline's own run, or one the driver made when it failed before its tracker
+            assert runs[-1].info.status == "FAILED" and runs[-1].data.tags["librarian.status"] == "failed"
+            assert all(r.info.status == "FAILED" for r in runs)  # no attempt left running
     second = client.search_runs([again["mlflow"]["experiment_id"]],
                                 f"tags.`mlflow.parentRunId` = '{again['mlflow']['run_id']}'")
     assert sorted(r.data.tags["librarian.cell"] for r in second) == ["broken_seed-1", "broken_seed-2"]
@@ -326,7 +345,7 @@ def test_cli_reads_the_config_and_reports_typos(tmp_path, capsys):
 
     assert main(["ablate", "--config", str(ROOT / "configs" / "ablate_smoke.yaml"), f"out_dir={tmp_path}",
                  "grid={reader.budgt: [1]}"]) == 2
-    assert "unknown config key 'reader.budgt'" in capsys.readouterr().out and not list(tmp_path.iterdir())
+    assert "unknown config key 'reader.budgt'" in capsys.readouterr().err and not list(tmp_path.iterdir())
     assert main(["ablate", "--help"]) == 0 and "max_concurrent" in capsys.readouterr().out
     cfg = load_config(AblateConfig, [f"config={ROOT / 'configs' / 'ablate_smoke.yaml'}", "ray.address=auto"])
     assert cfg.pipeline == "evaluate" and cfg.ray.address == "auto"

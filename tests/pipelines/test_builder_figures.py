@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from librarian.pipelines.builder_exam import utility_figures
-from librarian.pipelines.builder_steps import nonzero_group_fraction, valid_call_rate
+from librarian.rl.samples import nonzero_group_fraction, valid_call_rate
 from librarian.roles.trajectory import Trajectory, TurnRecord
 
 
@@ -36,3 +36,40 @@ def test_utility_figures_give_means_cis_and_paired_differences():
     same = fig["differences"]["trained_builder-untrained_builder"]
     assert same["mean"] == 0.0 and same["ci"] == [0.0, 0.0]
     assert "trained_builder-sft_builder" not in fig["differences"]  # no sft stage examined
+
+
+def test_filtering_flat_groups_keeps_the_other_groups_samples_and_advantages_unchanged():
+    from librarian.cluster.rollout_worker import RolloutRecord
+    from librarian.learner import LearnerConfig
+    from librarian.rewards.construction import RolloutRewards
+    from librarian.rl.samples import policy_samples
+    from librarian.rl.task import Scored
+
+    def record(job: str, i: int) -> RolloutRecord:
+        traj = Trajectory("builder", "t", 2, turns=[_turn(0, 1, 0), _turn(1, 1, 0)])
+        return RolloutRecord(job, "c0", i, traj, 0, {}, b"", [1.0, 1.0], 0)
+
+    def rewards(final: float) -> RolloutRewards:
+        return RolloutRewards([0.0, final], 0.0, {}, final, final)
+
+    jobs = [("flat", 1.0), ("flat", 1.0), ("moves", 1.0), ("moves", 0.0), ("also_flat", 0.0), ("also_flat", 0.0)]
+    details = [rewards(r) for _, r in jobs]
+    scored = Scored([record(j, i) for i, (j, _) in enumerate(jobs)], [w.turn_rewards for w in details], details)
+    every, figures = policy_samples(scored, LearnerConfig(advantage="multi_turn_grpo"))
+    filtering = LearnerConfig(advantage="multi_turn_grpo", filter_flat_groups=True)
+    kept, kept_figures = policy_samples(scored, filtering)
+    assert len(every) == 12 and len(kept) == 4  # a sample a turn (the prompts do not pack); "moves" is left
+    assert [s.advantages for s in kept] == [s.advantages for s in every[4:8]]
+    assert any(a != 0 for s in kept for a in s.advantages)
+    assert figures["nonzero_advantage_fraction"] == kept_figures["nonzero_advantage_fraction"] == 1 / 3
+    assert kept_figures["flat_groups_dropped"] == 2.0 and "flat_groups_dropped" not in figures
+    assert policy_samples(scored.subset([0, 1]), filtering)[0] == []
+
+
+def test_sft_keeps_teacher_builds_that_stopped_or_spent_their_budget_on_a_gain():
+    from librarian.pipelines.builder_steps import sft_verified
+
+    assert sft_verified("done", 0.0, 0.0) and sft_verified("done", 0.5, 0.0)
+    assert sft_verified("budget", 1.0, 0.0) and not sft_verified("budget", 0.0, 0.0)
+    assert not sft_verified("done", -0.1, 0.0) and not sft_verified("done", 0.2, 0.5)
+    assert not sft_verified("budget", 0.2, 0.5) and not sft_verified("error", 1.0, 0.0)

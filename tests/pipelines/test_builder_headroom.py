@@ -81,3 +81,18 @@ def test_the_preset_builds_its_task_and_the_compact_scripted_builder_beats_the_f
     assert low > 0  # the scripted builder beats the flat store, CI over questions excludes zero
     assert 0.2 <= res["exam_utility_flat"] <= res["exam_utility_scripted"] - 0.1  # headroom on both sides
     assert res["exam_utility_random"] <= res["exam_utility_flat"] + 0.05  # files without a plan do not help
+
+
+def test_training_corpora_can_come_from_another_world_with_their_own_minimum_support():
+    base = ["data.people=200", "data.train_corpora=3", "data.exam_corpora=4", "data.max_support=13",
+            "data.min_support=6", "data.questions_per_corpus=1", "data.docs_per_corpus=16",
+            "data.question_kinds=[qc4_city_count,qc4_job_count]",
+            "data.split_sizes={train: 60, test_in: 250, test_out: 0, eval_in: 40, eval_out: 0}"]
+    same = task_corpora(load_config(TrainBuilderConfig, base).data)
+    other = task_corpora(load_config(TrainBuilderConfig, [*base, "data.train_seed=3", "data.train_min_support=11"]).data)
+    assert [len(q.support) >= 11 for c in other[1] for q in c.questions] == [True] * 3
+    assert any(len(q.support) < 11 for c in same[1] for q in c.questions)  # the option changed the draw
+    exam_ids = [(c.corpus_id, [q.id for q in c.questions], [d.id for d in c.docs]) for c in same[2]]
+    assert exam_ids == [(c.corpus_id, [q.id for q in c.questions], [d.id for d in c.docs]) for c in other[2]]
+    assert not {q.id for c in other[1] for q in c.questions} & {q.id for c in other[2] for q in c.questions}
+    assert all(q.id.endswith("@w3") for c in other[1] for q in c.questions)

@@ -37,7 +37,7 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
 
 def test_demo_rejects_a_config_typo(capsys) -> None:
     assert main(["demo", "peopel=3"]) == 2
-    assert "did you mean 'people'" in capsys.readouterr().out
+    assert "did you mean 'people'" in capsys.readouterr().err
 
 
 def test_demo_curator_links_only_facts_that_state_the_key() -> None:

@@ -32,14 +32,16 @@ def _check(cfg: Toy) -> None:
 def test_help_lists_every_dotted_key(capsys):
     assert pipeline_main("toy", "The toy pipeline.", Toy, lambda cfg: {}, ["--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("The toy pipeline.") and "inner.lr, inner.options, out_dir, steps" in out
+    assert out.startswith("The toy pipeline.")
+    assert [line.strip() for line in out.splitlines() if "=" in line and not line.startswith("    ")][-4:] == [
+        "out_dir=build/toy", "steps=1", "inner.lr=0.1", "inner.options={}"]
 
 
 def test_errors_are_one_line_and_exit_2_and_the_run_never_starts(capsys):
     ran = []
     assert pipeline_main("toy", None, Toy, ran.append, ["inner.lrr=1"], check=_check) == 2
     assert pipeline_main("toy", None, Toy, ran.append, ["steps=-1"], check=_check) == 2
-    lines = capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().err.splitlines()
     assert ran == [] and lines[0].startswith("librarian toy: unknown config key 'inner.lrr'") and "inner.lr" in lines[0]
     assert lines[1] == "librarian toy: steps must be >= 0, got -1"
 
@@ -81,4 +83,4 @@ def test_a_config_error_raised_by_the_run_is_one_line_and_exit_2(capsys):
         raise ConfigError("cell 'a': unknown config key 'x'")
 
     assert pipeline_main("toy", None, Toy, run, []) == 2
-    assert capsys.readouterr().out.strip() == "librarian toy: cell 'a': unknown config key 'x'"
+    assert capsys.readouterr().err.strip() == "librarian toy: cell 'a': unknown config key 'x'"

@@ -11,8 +11,7 @@ from librarian.cli import main
 pytestmark = pytest.mark.slow
 
 REDUCED = ["--config", "configs/evaluate_kbgym.yaml", "people=80", "questions=20", "gradient=5", "workers=0",
-           "curated.train_questions=30", "baseline_options.raptor.embedder=hashing", "n_boot=200",
-           "tracking.enabled=true"]
+           "curated.train_questions=30", "baseline_options.raptor.embedder=hashing", "n_boot=200"]
 
 
 def test_reduced_evaluation_compares_every_store_with_the_flat_one(tmp_path) -> None:
@@ -50,11 +49,11 @@ def test_reduced_evaluation_compares_every_store_with_the_flat_one(tmp_path) -> 
 
 def test_bad_configs_are_refused_with_a_reason(tmp_path, capsys) -> None:
     assert main(["evaluate", f"out_dir={tmp_path}", "stores=[graphrag]"]) == 2
-    assert "must include 'flat'" in capsys.readouterr().out
+    assert "must include 'flat'" in capsys.readouterr().err
     assert main(["evaluate", f"out_dir={tmp_path}", "stores=[flat,magic]"]) == 2
-    assert "unknown ['magic']" in capsys.readouterr().out
+    assert "unknown ['magic']" in capsys.readouterr().err
     assert main(["evaluate", f"out_dir={tmp_path}", "ablations=[flattened]", "stores=[flat]"]) == 2
-    assert "ablation_base" in capsys.readouterr().out
+    assert "ablation_base" in capsys.readouterr().err
 
 
 def test_reader_arms_and_the_new_baselines_appear_as_rows(tmp_path) -> None:

@@ -7,20 +7,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from librarian.cluster.researcher_worker import ResearchRecord
+from librarian.config import load_config
+from librarian.learner import LearnerConfig
 from librarian.learner.batch import PolicySample
+from librarian.pipelines.researcher_config import TrainResearcherConfig
 from librarian.pipelines.researcher_steps import (
-    Scored,
+    ResearcherTask,
     StoreRef,
-    batch_metrics,
     clip,
     eval_jobs,
     hint_input,
-    samples_for,
-    score,
-    step_jobs,
     teacher_jobs,
     verify,
 )
+from librarian.rl.samples import policy_samples
+from librarian.rl.task import Scored
 from librarian.roles.researcher_tools import Finalized
 from librarian.roles.trajectory import Trajectory, TurnRecord
 
@@ -46,13 +47,32 @@ def _rec(job, i, sources, traj=None, context="ctx", cited=()):
                                                                                       tuple(cited)), 0, 1)
 
 
+OUTCOME = LearnerConfig(advantage="outcome_grpo")
+
+
+def _task(qs, *overrides, store=StoreRef("t", b"data", "h")):
+    cfg = load_config(TrainResearcherConfig, ["learner.batch_size=2", "learner.group_size=4", *overrides])
+    return ResearcherTask(cfg, list(qs.values()) if isinstance(qs, dict) else qs, store)
+
+
+def score(batch, qs):
+    """The task's scored records (what the step loop builds from `turn_rewards`)."""
+    records = [r for recs in batch.values() for r in recs]
+    return Scored(records, *_task(qs).turn_rewards(records))
+
+
+def batch_metrics(scored, qs=None):
+    return _task(qs or {"a": Q("a", ["s1"])}).metrics(scored)
+
+
 def test_rewards_are_source_recall_and_advantages_normalise_within_groups():
     qs = {"a": Q("a", ["s1", "s2"]), "b": Q("b", ["s3"])}
     batch = {"a-j": [_rec("a-j", 0, ["s1"]), _rec("a-j", 1, ["s1", "s2", "x"])],
              "b-j": [_rec("b-j", 0, []), _rec("b-j", 1, ["s3"])]}
     scored = score(batch, qs)
-    assert scored.rewards == [0.5, 1.0, 0.0, 1.0]
-    samples, figures = samples_for(scored, "outcome_grpo", 1.0, True)
+    assert scored.details == [0.5, 1.0, 0.0, 1.0]
+    assert scored.turn_rewards == [[0.0, 0.5], [0.0, 1.0], [0.0, 0.0], [0.0, 1.0]]  # on the last turn with tokens
+    samples, figures = policy_samples(scored, OUTCOME)
     assert figures["nonzero_advantage_fraction"] == 1.0 and figures["advantage_abs_mean"] > 0
     adv = [max(s.advantages) if max(s.advantages) > 0 else min(s.advantages) for s in samples]
     assert len(samples) == 4 and adv[0] < 0 < adv[1] and adv[2] < 0 < adv[3]
@@ -63,7 +83,7 @@ def test_rewards_are_source_recall_and_advantages_normalise_within_groups():
 
 def test_a_group_with_equal_rewards_gives_no_signal():
     scored = score({"a-j": [_rec("a-j", 0, ["s1"]), _rec("a-j", 1, ["s1"])]}, {"a": Q("a", ["s1"])})
-    samples, figures = samples_for(scored, "outcome_grpo", 1.0, True)
+    samples, figures = policy_samples(scored, OUTCOME)
     assert all(a == 0 for s in samples for a in s.advantages)
     assert figures["nonzero_advantage_fraction"] == 0.0
     assert batch_metrics(scored)["groups_without_signal"] == 1.0
@@ -73,8 +93,8 @@ def test_nonzero_advantage_fraction_counts_groups_and_valid_call_rate_counts_pol
     qs = {"a": Q("a", ["s1"]), "b": Q("b", ["s3"])}
     batch = {"a-j": [_rec("a-j", 0, ["s1"]), _rec("a-j", 1, [])],  # signal
              "b-j": [_rec("b-j", 0, ["s3"]), _rec("b-j", 1, ["s3"])]}  # equal rewards: no signal
-    assert samples_for(score(batch, qs), "outcome_grpo", 1.0, True)[1]["nonzero_advantage_fraction"] == 0.5
-    assert samples_for(Scored([], []), "outcome_grpo", 1.0, True) == ([], {})
+    assert policy_samples(score(batch, qs), OUTCOME)[1]["nonzero_advantage_fraction"] == 0.5
+    assert policy_samples(Scored([], [], []), OUTCOME) == ([], {"nonzero_advantage_fraction": 0.0})
     call = [{"name": "search", "arguments": {"query": "a"}}]
     # _traj(2, calls): the first turn has a call, the second none -> half the policy turns are valid calls
     m = batch_metrics(score({"a-j": [_rec("a-j", 0, ["s1"], _traj(2, call))]}, qs))
@@ -109,10 +129,11 @@ def test_verify_keeps_answered_and_well_explored_trajectories():
 def test_jobs_rotate_questions_and_only_training_jobs_carry_hints():
     qs = [Q("a", ["s1"]), Q("b", ["s2"]), Q("c", ["s3"])]
     store = StoreRef("t", b"data", "h")
-    jobs = step_jobs(qs, store, 1, 2, 4, 0, 5, hints=True)
+    jobs = _task(qs, "rollout.hint_every=2", store=store).jobs(1, 5)
     assert [j.question_id for j in jobs] == ["c", "a"] and all(j.group_size == 4 and j.min_version == 5 for j in jobs)
     assert jobs[0].hint == hint_input(qs[2]) and jobs[0].hint.evidence == ("sessions/s3",)
-    assert all(j.hint is None for j in step_jobs(qs, store, 0, 2, 4, 0, 5, hints=False))
+    assert [j.seed for j in jobs] == [1009, 1010]  # a function of (seed, step, slot) only: resume-exact
+    assert all(j.hint is None for j in _task(qs, "rollout.hint_every=0", store=store).jobs(0, 5))
     assert all(j.hint is None and j.greedy for j in eval_jobs(qs, store, 3, 2, 0))
     teach = teacher_jobs(qs, store, "jam_researcher", 8, 0)
     assert all(j.teacher == "jam_researcher" and j.hint is None and j.data == b"data" for j in teach)
@@ -120,4 +141,4 @@ def test_jobs_rotate_questions_and_only_training_jobs_carry_hints():
 
 
 def test_metrics_of_an_empty_batch_are_empty():
-    assert batch_metrics(Scored([], [])) == {}
+    assert batch_metrics(Scored([], [], [])) == {}

@@ -59,11 +59,11 @@ def runs(ray_session, tmp_path_factory):
 
 def _advantage_signal(run_dir):
     """Per step, the largest |advantage| the configured estimator gives that step's builds, recomputed from
-    trajectories.jsonl (tokenless turns folded as `builder_steps.samples_for` does; groups are jobs)."""
+    trajectories.jsonl (tokenless turns folded as `BuilderTask.turn_rewards` does; groups are jobs)."""
     import torch
 
     from librarian.learner import get_estimator
-    from librarian.pipelines.builder_rewards import fold_tokenless
+    from librarian.rewards.construction import fold_tokenless
 
     cfg = load_config(TrainBuilderConfig, BASE).learner
     builds: dict[int, list] = {}
@@ -165,13 +165,34 @@ def test_config_errors_name_the_key():
         check(load_config(TrainBuilderConfig, ["rollout.temperature=0", "learner.temperature=1.0"]))
 
 
+def _leaves(tree, prefix=""):
+    """(dotted key, value) of every leaf of a nested dict (a non-empty dict is not a leaf)."""
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
 def test_presets_load():
+    """Each shipped preset exists, passes `check`, and every value it sets is the value the run gets."""
     from pathlib import Path
 
+    from omegaconf import OmegaConf
+
     root = Path(__file__).resolve().parents[2] / "configs"
+    defaults = OmegaConf.to_container(OmegaConf.structured(TrainBuilderConfig()))
     for name in ("train_builder.yaml", "demo.yaml", "cluster.yaml"):
-        if (root / name).is_file():
-            check(load_config(TrainBuilderConfig, [f"config={root / name}"]))
+        preset = OmegaConf.to_container(OmegaConf.load(root / name))
+        cfg = load_config(TrainBuilderConfig, [f"config={root / name}"])
+        check(cfg)
+        loaded = OmegaConf.to_container(OmegaConf.structured(cfg))
+        leaves = dict(_leaves(preset))
+        assert leaves, name
+        for key, value in leaves.items():
+            assert OmegaConf.select(OmegaConf.create(loaded), key) == value, (name, key)
+        changed = [k for k, v in leaves.items() if OmegaConf.select(OmegaConf.create(defaults), k) != v]
+        assert changed, f"{name} sets nothing the defaults do not already have"
 
 
 def test_demo_preset_matches_configs_demo_yaml():

@@ -71,9 +71,9 @@ def test_exam_budget_exhaustion_scores_zero(tmp_path) -> None:
 
 def test_config_errors_name_the_key(capsys) -> None:
     assert main(["train_curator", "--config", "configs/curator_scripted.yaml", "epoch=3"]) == 2
-    assert "did you mean 'epochs'" in capsys.readouterr().out
+    assert "did you mean 'epochs'" in capsys.readouterr().err
     assert main(["train_curator", "exams=[trained,nope]"]) == 2
-    assert "unknown split" in capsys.readouterr().out
+    assert "unknown split" in capsys.readouterr().err
 
 
 @pytest.mark.slow

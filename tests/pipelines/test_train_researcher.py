@@ -114,8 +114,8 @@ def test_training_trajectories_are_hinted_and_logged_to_mlflow(run):
 def test_config_errors_name_the_key(capsys):
     with pytest.raises(ConfigError, match="did you mean 'rollout.workers'"):
         load_config(TrainResearcherConfig, ["rollout.worker=3"])
-    assert main(["rollout.budgt=3"]) == 2 and "rollout.budget" in capsys.readouterr().out
-    assert main(["learner.lr=-1"]) == 2 and "learner.lr must be >= 0" in capsys.readouterr().out
+    assert main(["rollout.budgt=3"]) == 2 and "rollout.budget" in capsys.readouterr().err
+    assert main(["learner.lr=-1"]) == 2 and "learner.lr must be >= 0" in capsys.readouterr().err
     check(load_config(TrainResearcherConfig, ["learner.lr=0", "sft.lr=1e-4"]))  # a learning benchmark's control
     check(load_config(TrainResearcherConfig, ["rollout.max_calls_per_turn=2", "sft.enabled=false"]))
     for args, match in ((["rollout.temperature=0.7"], "learner.temperature"),

@@ -9,14 +9,14 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf
 
-from librarian.pipelines.builder_rewards import (
+from librarian.rewards import UtilityWeights
+from librarian.rewards.construction import (
     ProbeService,
     RewardConfig,
     correctness,
     exam_utility,
     rollout_rewards,
 )
-from librarian.rewards import UtilityWeights
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from librarian.models import SamplingParams
 from librarian.models.scripted import ScriptedBackend, make_scripted_backend, tool_call_text
 from librarian.roles import (
@@ -174,3 +176,38 @@ def test_segments_pack_turns_whose_prompt_extends_the_previous_sequence():
     assert first.logprobs == (0.0, 0.0, -0.5, 0.0, 0.0, -0.1, -0.2) and first.turns == (0, 1)
     assert second.token_ids == (1, 7, 6) and second.loss_mask == (0, 0, 1) and second.turns == (2,)
     assert Trajectory("r", "t", 1, turns=[TurnRecord(0, "x")]).segments() == []
+
+
+def test_signature_listing_writes_short_tool_lines_into_the_system_turn_and_hands_no_schemas():
+    def program(_i, messages):
+        if "Answer now" in messages[-1]["content"]:
+            return tool_call_text("answer", text="guess")
+        return tool_call_text("list", path="")
+
+    policy = Recorder(program)
+    role = librarian_answerer(budget=2)
+    config = LoopConfig(tool_listing="signatures")
+    traj = run_episode(ToolEnv(role, make_context(), "Question: who?"), ScriptedBackend(policy), role, config)
+    assert traj.end == "forced_answer" and policy.tools_seen == [[], [], []]  # the backend got no schemas
+    system = policy.seen[0][0]["content"]
+    assert system.startswith(traj.messages[0]["content"]) and system != traj.messages[0]["content"]
+    assert "- list(path?: string)" in system and "- answer(text: string)" in system and '"properties"' not in system
+    assert "- answer(text: string)" in policy.seen[2][0]["content"] and "- list(" not in policy.seen[2][0]["content"]
+    assert traj.messages[0]["content"] == policy.seen[0][0]["content"].split("\n\n# Tools")[0]  # the record is unchanged
+
+
+def test_signature_listing_under_a_grammar_shows_the_compact_arguments_only():
+    from librarian.roles import librarian_builder
+    from librarian.roles.toolbox import get_tools, schemas
+
+    tools = schemas(get_tools(librarian_builder().tools))
+    prompts = [[{"role": "system", "content": "Build."}, {"role": "user", "content": "go"}]]
+    plain, _ = LoopConfig(tool_listing="signatures").listed(prompts, tools)
+    compact, handed = LoopConfig(tool_listing="signatures", constrained=True).listed(prompts, tools)
+    assert handed is None and prompts[0][0]["content"] == "Build."  # the caller's prompts are not changed
+    assert "create_file(path: string, text?: string, instruction?: string" in plain[0][0]["content"]
+    assert "create_file(path: string, instruction?: string, sources: list of string)" in compact[0][0]["content"]
+    same, kept = LoopConfig().listed(prompts, tools)
+    assert same is prompts and kept is tools
+    with pytest.raises(ValueError, match="tool_listing"):
+        LoopConfig(tool_listing="yaml")

@@ -1,4 +1,5 @@
-"""A real `mlflow server` on loopback for the session (sqlite backend, one worker), stopped by SIGTERM."""
+"""A real `mlflow server` on loopback for the session (sqlite backend, one worker), stopped by SIGTERM;
+and no MLflow variable from the environment leaks into a tracking test."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_mlflow_environment(monkeypatch):
+    """A developer's own MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_NAME must not redirect these tests."""
+    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME"):
+        monkeypatch.delenv(key, raising=False)
 
 
 def free_port() -> int:
@@ -31,7 +39,7 @@ def mlflow_server(tmp_path_factory):
          f"sqlite:///{root / 'mlflow.db'}", "--default-artifact-root", str(root / "artifacts"), "--workers", "1"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 240  # slow to import under load
     while True:
         try:
             with urllib.request.urlopen(uri + "/health", timeout=1) as resp:

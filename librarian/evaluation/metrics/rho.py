@@ -51,6 +51,20 @@ def rho_ci(store_actions: Paired, flat_actions: Paired, *, clusters: Sequence[Ha
     return bootstrap_ci(s, f, statistic="ratio_of_means", clusters=clusters, n_boot=n_boot, seed=seed, level=level)
 
 
+def floor_failure(flat_f1: float, store_f1: float, floor: float | None) -> str:
+    """Why rho and non-inferiority are not reported ('' when they are): the flat store's F1 below `floor`.
+
+    When the reader cannot answer on the flat store, rho compares two failures
+    and non-inferiority holds trivially; neither says anything about the store.
+    """
+    if floor is None or flat_f1 >= floor:
+        return ""
+    both = " and the store's" if store_f1 < floor else ""
+    return (f"not reported: the flat store's F1 {flat_f1:.3f}{both} ({store_f1:.3f}) is below the floor "
+            f"{floor:.2f}; the reader does not answer these questions, so rho and non-inferiority would "
+            "measure nothing (check the reader's policy and budget for this dataset)")
+
+
 @dataclass(frozen=True, slots=True)
 class CoverageGain:
     """Gain over the flat store divided by coverage in percentage points."""

@@ -1,11 +1,13 @@
-"""Builder rewards: probe utilities of frozen workspaces, then per-turn dense telescoping rewards.
+"""The builder's construction rewards (paper 000): probe utilities of frozen workspaces, per-turn rewards.
 
 `ProbeService` sends each distinct snapshot (by content hash) with its
-corpus's hidden questions to the probe pool once and turns the graded
-answers into paper 000's utility U(F) (`librarian.rewards.utility`). A
-rollout's per-turn rewards come from U(F_0), the probes at turns k, 2k, ...
-and the final workspace (`librarian.rewards.probe_rewards`), with the
-construction cost alpha x actions per turn.
+corpus's hidden questions to a probe runner (the probe pool, or the plain
+loop) once and turns the graded answers into the utility U(F)
+(`librarian.rewards.utility`). A rollout's per-turn rewards come from U(F_0),
+the probes at turns k, 2k, ... and the final workspace
+(`librarian.rewards.probe_rewards`), with the construction cost alpha x
+actions per turn; `fold_tokenless` moves the reward of a turn without
+generated tokens onto a turn the learner trains on.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.rewards import RolloutOutcome, UtilityWeights, probe_rewards, utility
+from librarian.config import ConfigError
+from librarian.rewards.probes import probe_rewards
+from librarian.rewards.utility import RolloutOutcome, UtilityWeights, sparse_reward, utility
 
 CORRECTNESS = ("acc", "f1")
+TERMINALS = ("score", "delta", "none")
 
 
 def correctness(score: float, kind: str = "acc") -> float:
@@ -65,9 +70,17 @@ class RewardConfig:
     repeats: int = 1  # answering rollouts per question per probe
     correctness: str = "acc"  # acc: Acc in {0, 1} (paper 000) | f1: graded F1
 
-    def weights(self) -> ExamWeights:
+    def __post_init__(self) -> None:
         if self.correctness not in CORRECTNESS:
-            raise ValueError(f"reward.correctness must be one of {', '.join(CORRECTNESS)}, got {self.correctness!r}")
+            raise ConfigError(f"reward.correctness must be one of {', '.join(CORRECTNESS)}, got {self.correctness!r}")
+        if self.terminal not in TERMINALS:
+            raise ConfigError(f"reward.terminal must be one of {', '.join(TERMINALS)}, got {self.terminal!r}")
+        if self.every < 1 or self.max_probes < 0 or self.repeats < 1 or not 0 < self.gamma <= 1:
+            raise ConfigError(f"reward needs every >= 1, max_probes >= 0, repeats >= 1 and gamma in (0, 1], got "
+                              f"every={self.every}, max_probes={self.max_probes}, repeats={self.repeats}, "
+                              f"gamma={self.gamma}")
+
+    def weights(self) -> ExamWeights:
         return ExamWeights(self.lambda_tok, self.lambda_read, self.tok_scale, self.read_scale, self.correctness)
 
 
@@ -80,6 +93,13 @@ def exam_utility(results: Sequence[Any], weights: UtilityWeights, kind: str | No
     outcomes = [RolloutOutcome(r.qid, correctness(r.f1, kind), float(r.tokens_read), float(r.files_read))
                 for r in results]
     return utility(outcomes, weights).utility
+
+
+def snapshot_key(data: bytes) -> str:
+    """The content hash of a snapshot's IPC bytes (the probe cache's key)."""
+    from librarian.workspace import codec
+
+    return codec.table_content_hash(codec.table_from_ipc_bytes(data, "IPC bytes"))
 
 
 class ProbeService:
@@ -95,8 +115,7 @@ class ProbeService:
         self.probes_run = 0
 
     def utility(self, data: bytes, corpus_id: str) -> float:
-        from librarian.evaluation.exam import snapshot_key
-
+        """U(F) of the snapshot `data` (Arrow IPC bytes) on `corpus_id`'s questions; probed once per content."""
         key = (snapshot_key(data), corpus_id)
         if key not in self.cache:
             results = self.run(data, self.questions[corpus_id], self.cfg.repeats)
@@ -138,8 +157,6 @@ class RolloutRewards:
 
 def rollout_rewards(record: Any, initial: float, probes: ProbeService, cfg: RewardConfig) -> RolloutRewards:
     """Per-turn rewards of one `RolloutRecord` from its probe snapshots and final workspace."""
-    from librarian.rewards import sparse_reward
-
     turns = len(record.trajectory.turns)
     at = {t: probes.utility(b, record.corpus_id) for t, b in record.probes.items()}
     final = probes.utility(record.final, record.corpus_id)

@@ -1,0 +1,272 @@
+"""A learner group: `learner.workers` ranks that train as one data-parallel learner.
+
+Each rank is a `LearnerActor` in its own placement-group bundle (one GPU, or
+one CPU slot); together they form one torch.distributed process group (NCCL on
+GPUs, gloo on CPU) whose master is rank 0's node. The torch engine averages
+gradients over the ranks; DeepSpeed partitions the optimizer state (ZeRO-2)
+and the parameters too (ZeRO-3). `LearnerGroup`, an actor of its own, answers
+the methods a pipeline calls on one `LearnerActor`: `step` splits the batch
+into contiguous shares (the ranks all-reduce the whole batch's counts, so the
+loss is normalised as for one learner on all of it), `publish` returns rank
+0's weights (ZeRO-3 gathers them first), `save`/`load` write and read one
+checkpoint folder from every rank (on a filesystem all learner nodes share).
+
+A rank that dies or raises fails the call with `LearnerGroupError` naming the
+rank; the group stops every rank (the others would wait in a collective) and
+refuses further work until `recover()` starts fresh ranks from the last
+checkpoint it saved or loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from librarian.cluster.learner_actor import LearnerActor
+from librarian.cluster.topology import Resources, TopologyError
+
+
+class LearnerGroupError(RuntimeError):
+    """A learner rank failed, or a batch cannot be split over the ranks; the message names which."""
+
+
+@dataclass(frozen=True, slots=True)
+class RankSpec:
+    """One rank's place in the process group; `addr:port` is rank 0's rendezvous."""
+
+    rank: int
+    world: int
+    addr: str
+    port: int
+    backend: str  # nccl (GPUs) or gloo (CPU)
+    timeout_s: float = 1800.0
+
+
+def init_process_group(spec: RankSpec) -> None:
+    """Join the group (and set the variables DeepSpeed reads); each rank sees its one GPU as device 0."""
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(RANK=str(spec.rank), WORLD_SIZE=str(spec.world), LOCAL_RANK="0", MASTER_ADDR=spec.addr,
+                      MASTER_PORT=str(spec.port))
+    if spec.backend == "nccl":
+        torch.cuda.set_device(0)
+    dist.init_process_group(spec.backend, init_method=f"tcp://{spec.addr}:{spec.port}", rank=spec.rank,
+                            world_size=spec.world, timeout=timedelta(seconds=spec.timeout_s))
+
+
+class LearnerRank(LearnerActor):
+    """A `LearnerActor` built in two phases: placed first, then `setup` once rank 0's address is known."""
+
+    def __init__(self) -> None:  # noqa: D107 - the learner comes in `setup`
+        self.learner: Any = None
+
+    def endpoint(self) -> tuple[str, int]:
+        """This node's address and a free port on it: the group's rendezvous when this is rank 0."""
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return ray.util.get_node_ip_address(), int(s.getsockname()[1])
+
+    def setup(self, spec: RankSpec, backend: str, options: dict, cfg: Any, torch_threads: int = 0) -> int:
+        init_process_group(spec)
+        self._build(backend, options, cfg, torch_threads)
+        return spec.rank
+
+
+def _reason(exc: BaseException) -> str:
+    """A one-line cause: the rank's own exception, or how its process ended."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    if isinstance(exc, RayTaskError) and exc.cause is not None:
+        return f"{type(exc.cause).__name__}: {str(exc.cause).strip().splitlines()[-1][:300]}"
+    if isinstance(exc, RayActorError):
+        return "its process died (killed, out of memory, or crashed)"
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
+
+
+class LearnerGroup:
+    """The `LearnerActor` methods over `len(placements)` data-parallel ranks (this actor holds them)."""
+
+    def __init__(self, backend: str, options: dict, cfg: Any, torch_threads: int, placements: list[dict]) -> None:
+        if len(placements) < 2:
+            raise LearnerGroupError(f"a learner group needs at least 2 ranks, got {len(placements)} placements")
+        self.args = (backend, dict(options), cfg, torch_threads)
+        self.cfg = cfg
+        self.placements = placements
+        self.ranks: list[Any] = []
+        self.broken = ""
+        self.last_checkpoint = ""
+        self._start()
+
+    @property
+    def world(self) -> int:
+        return len(self.placements)
+
+    def _start(self) -> None:
+        import ray
+
+        self.ranks = [ray.remote(LearnerRank).options(**p).remote() for p in self.placements]
+        addr, port = self._all("start-up", [self.ranks[0].endpoint.remote()])[0]
+        backend = "nccl" if str(self.cfg.device).startswith("cuda") else "gloo"
+        self._all("start-up", [r.setup.remote(RankSpec(i, self.world, addr, port, backend), *self.args)
+                               for i, r in enumerate(self.ranks)])
+        self.broken = ""
+
+    def _stop(self) -> None:
+        import ray
+
+        for r in self.ranks:
+            ray.kill(r, no_restart=True)
+        self.ranks = []
+
+    def _all(self, what: str, refs: Sequence[Any]) -> list[Any]:
+        """The ranks' results in rank order; the first failure stops every rank and names the failed one."""
+        import ray
+
+        pending = {ref: i for i, ref in enumerate(refs)}
+        out: list[Any] = [None] * len(refs)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                i = pending.pop(ref)
+                try:
+                    out[i] = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - any failure of a rank breaks the group
+                    self._stop()
+                    self.broken = f"learner rank {i} of {self.world} failed during {what}: {_reason(exc)}"
+                    raise LearnerGroupError(f"{self.broken}; every rank is stopped: resume from the last "
+                                            "checkpoint (LearnerGroup.recover, or the run's resume=)") from None
+        return out
+
+    def _call(self, method: str, *args: Any) -> list[Any]:
+        if self.broken:
+            raise LearnerGroupError(f"the learner group is stopped ({self.broken}); call recover()")
+        return self._all(method, [getattr(r, method).remote(*args) for r in self.ranks])
+
+    def _check_split(self, what: str, n: int) -> None:
+        """Every rank needs at least one sample (DeepSpeed: grad_accum of them) of each batch."""
+        need = self.world * (self.cfg.grad_accum if self.cfg.engine == "deepspeed" else 1)
+        if n < need:
+            raise LearnerGroupError(f"{what}: a batch of {n} samples cannot be split over {self.world} learner ranks"
+                                    f" ({need} needed: learner.workers x "
+                                    f"{'grad_accum' if self.cfg.engine == 'deepspeed' else '1'})")
+
+    def pid(self) -> int:
+        """Rank 0's process id."""
+        return self._call("pid")[0]
+
+    def pids(self) -> list[int]:
+        return self._call("pid")
+
+    def rank_handles(self) -> list[Any]:
+        """The rank actors (for tests and operators)."""
+        return list(self.ranks)
+
+    def version(self) -> int:
+        return self._call("version")[0]
+
+    def step(self, samples: Sequence[Any]) -> dict[str, float]:
+        """One update of the whole batch: rank i trains on the i-th contiguous share; the batch's metrics."""
+        from librarian.learner.batch import split
+
+        if self.broken:
+            raise LearnerGroupError(f"the learner group is stopped ({self.broken}); call recover()")
+        self._check_split("step", len(samples))
+        parts = split(list(samples), self.world)
+        return self._all("step", [r.step.remote(p) for r, p in zip(self.ranks, parts, strict=True)])[0]
+
+    def sft(self, samples: Sequence[Any], epochs: int = 1, batch_size: int = 8, seed: int = 0,
+            lr: float = 0.0) -> list[dict]:
+        """SFT: every rank walks the same shuffled batches and trains on its share of each."""
+        import ray
+
+        smallest = min(len(samples), batch_size, len(samples) % batch_size or batch_size)
+        self._check_split("sft", smallest)
+        ref = ray.put(list(samples))
+        return self._call("sft", ref, epochs, batch_size, seed, lr)[0]
+
+    def freeze_reference(self) -> None:
+        self._call("freeze_reference")
+
+    def mean_nll(self, samples: Sequence[Any]) -> float:
+        import ray
+
+        return self._call("mean_nll", ray.put(list(samples)))[0]
+
+    def publish(self) -> tuple[int, Any]:
+        """Rank 0's (version, object ref of the `WeightsPayload`)."""
+        return self._call("publish")[0]
+
+    def trainable_norm(self) -> float:
+        return self._call("trainable_norm")[0]
+
+    def save(self, folder: str, extra: dict | None = None) -> str:
+        out = self._call("save", folder, extra)[0]
+        self.last_checkpoint = out
+        return out
+
+    def load(self, folder: str) -> dict:
+        extra = self._call("load", folder)[0]
+        self.last_checkpoint = folder
+        return extra
+
+    def recover(self) -> dict:
+        """Fresh ranks (the same placements) resumed from the last checkpoint saved or loaded; its `extra`."""
+        if not self.last_checkpoint:
+            raise LearnerGroupError("the learner group has no checkpoint to recover from (none saved or loaded)")
+        self._stop()
+        self.broken = ""
+        self._start()
+        return self.load(self.last_checkpoint)
+
+    def close(self) -> None:
+        self._stop()
+
+
+def _placement_options(group: Any, bundle: int, res: Resources) -> dict[str, Any]:
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    return {"num_cpus": res.cpus, "num_gpus": res.gpus,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)}
+
+
+def reserve_learners(topology: Any, workers: int, timeout_s: float = 300.0) -> list[dict[str, Any]]:
+    """Actor options for `workers` learner ranks of `ray.learner_cpus`/`learner_gpus` each.
+
+    With a placement group the topology's group (learner, rollout workers) is
+    re-reserved with ranks 1.. appended as bundles of their own (after the
+    rollout bundles, whose indices stay valid); call it before any actor is
+    placed in the group. Without one each rank just asks Ray for its resources.
+    """
+    if topology.group is None:
+        return [topology.learner_options() for _ in range(workers)]
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    bundles = topology.bundles()
+    ranks = [0] + list(range(len(bundles), len(bundles) + workers - 1))
+    bundles += [topology.learner.bundle()] * (workers - 1)
+    remove_placement_group(topology.group)
+    topology.group = placement_group(bundles, strategy=topology.cfg.strategy)
+    ready, _ = ray.wait([topology.group.ready()], timeout=timeout_s)
+    if not ready:
+        raise TopologyError(f"Ray could not reserve {bundles} ({topology.cfg.strategy}) for {workers} learner ranks "
+                            f"within {timeout_s:.0f} s; lower ray.learner_cpus/learner_gpus (per rank) or add nodes")
+    return [_placement_options(topology.group, b, topology.learner) for b in ranks]
+
+
+def start_learner(topology: Any, backend: str, options: dict, cfg: Any, torch_threads: int = 0) -> Any:
+    """One `LearnerActor` (`cfg.workers` 1: no process group), or a `LearnerGroup` of `cfg.workers` ranks."""
+    import ray
+
+    if cfg.workers == 1:
+        return ray.remote(LearnerActor).options(**topology.learner_options()).remote(backend, options, cfg,
+                                                                                     torch_threads)
+    placements = reserve_learners(topology, cfg.workers)
+    return ray.remote(LearnerGroup).options(num_cpus=0).remote(backend, options, cfg, torch_threads, placements)

@@ -1,0 +1,112 @@
+"""`RLSession`: the Ray side of one RL run, started in one place.
+
+In order: Ray (`topology.start`, which joins the cluster `ray.address` or
+$RAY_ADDRESS names, else starts a local one), the placement group (learner
+bundles, then one per rollout worker), the learner (`LearnerActor.start`: one
+actor, or a data-parallel group for `learner.workers > 1`), the rollout
+workers (`RolloutPool` of the recipe's worker class, built from its config
+sections), the answerer probe pool when the recipe has one, and `WeightSync`.
+`close()` stops all of it (and Ray, when this session started it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from librarian.cluster.rollout_worker import RolloutConfig
+
+log = logging.getLogger(__name__)
+
+
+def learner_model(rollout: RolloutConfig) -> tuple[str, dict]:
+    """The learner's base model: the rollout backend's (a vLLM policy is trained with transformers)."""
+    opts = dict(rollout.options)
+    if rollout.backend == "vllm":
+        return "hf", {"model": opts.get("model", "smollm2")}
+    return rollout.backend, opts
+
+
+class RLSession:
+    """The learner, the rollout pool, the probe runner and the weight sync of one run."""
+
+    def __init__(self, ray_cfg: Any, rollout: RolloutConfig, learner_cfg: Any, worker_cls: type,
+                 worker_args: Sequence[Any], probe: Any = None) -> None:
+        """`worker_cls(*worker_args)` is a rollout worker (its args: config sections); `probe`: a `ProbeConfig`
+        (None: no probes; `probe.workers` 0: probes run in this process)."""
+        from librarian.cluster import topology
+
+        self.started_ray = False
+        self.topo: Any = None
+        self.learner: Any = None
+        self.rollouts: Any = None
+        self.probes: Any = None
+        needed = (ray_cfg.learner_cpus * learner_cfg.workers + rollout.workers * rollout.cpus_per_worker
+                  + (probe.workers if probe is not None else 0))
+        self.started_ray = topology.start(ray_cfg, needed)
+        try:
+            self._start(ray_cfg, rollout, learner_cfg, worker_cls, worker_args, probe)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, ray_cfg: Any, rollout: RolloutConfig, learner_cfg: Any, worker_cls: type,
+               worker_args: Sequence[Any], probe: Any) -> None:
+        import ray
+
+        from librarian.cluster import topology
+        from librarian.cluster.learner_actor import LearnerActor
+        from librarian.cluster.probe_pool import ProbePool
+        from librarian.cluster.rollout_pool import RolloutPool
+        from librarian.cluster.weight_sync import WeightSync
+
+        self.topo = topology.Topology(ray_cfg, topology.Resources(rollout.cpus_per_worker, rollout.gpus_per_worker),
+                                      rollout.workers)
+        self.topo.reserve()
+        # the learner first: a learner group re-reserves the placement group with its ranks' bundles
+        backend, options = learner_model(rollout)
+        self.learner = LearnerActor.start(self.topo, backend, options, learner_cfg, rollout.torch_threads)
+        self.rollouts = RolloutPool(worker_cls, worker_args, self.topo.rollout_options(), rollout.max_restarts)
+        self.probe_run: Callable[[bytes, list, int], list] | None = None
+        if probe is not None and probe.workers > 0:
+            self.probes = ProbePool.of(probe)
+            self.probe_run = self.probes.run
+        elif probe is not None:
+            from librarian.evaluation.exam import ExamRunner, run_local
+
+            runner = ExamRunner(probe)
+            self.probe_run = lambda data, qs, rep: run_local(data, qs, probe, rep, runner=runner)
+        self.sync = WeightSync()
+        ray.get(self.learner.pid.remote())
+        self.rollouts.ready()
+
+    @property
+    def version(self) -> int:
+        """The latest published policy version (-1 before the first publish)."""
+        return self.sync.version
+
+    def publish(self) -> int:
+        """The learner's current weights into the object store for the workers; their version."""
+        return self.sync.publish(self.learner)
+
+    def call(self, method: str, *args: Any) -> Any:
+        """`method(*args)` on the learner (actor or group), waited for."""
+        import ray
+
+        return ray.get(getattr(self.learner, method).remote(*args))
+
+    def close(self) -> None:
+        """Stop the pools and the learner, release the placement group; shut Ray down if this session started it."""
+        import ray
+
+        for pool in (self.probes, self.rollouts):
+            if pool is not None:
+                pool.close()
+        if self.learner is not None:
+            ray.kill(self.learner, no_restart=True)
+        if self.topo is not None:
+            self.topo.release()
+        if self.started_ray:
+            ray.shutdown()
+        self.probes = self.rollouts = self.learner = self.topo = None

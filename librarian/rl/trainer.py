@@ -1,0 +1,105 @@
+"""`Trainer`: one RL run around the session: MLflow tracking, warm start or resume, the step loop, results.
+
+    with Trainer(cfg, "train_builder", BuilderRolloutWorker, (cfg.rollout, cfg.reward), probe=cfg.probe) as t:
+        sft = t.warm_start(lambda: teacher_samples(...))   # resume=..., else SFT when sft.enabled; then publish
+        history = t.train(task)                            # the step loop (librarian.rl.loop)
+        results = t.results(history, rows=...)             # the figures every recipe reports
+
+The run's resolved config goes to `out_dir/config.yaml` and MLflow; the
+MLflow run ends FINISHED, or FAILED when the block raised; the session is
+closed either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from librarian.config import to_plain, to_yaml
+from librarian.rl.loop import run_steps
+from librarian.rl.session import RLSession
+from librarian.rl.task import Task
+
+log = logging.getLogger("librarian.rl")
+
+
+class Trainer:
+    """A recipe's run: `cfg` (an `RLConfig`), its pipeline name, its rollout worker class and that class's config
+    sections, and the probe section when the recipe's rewards need an answerer probe pool."""
+
+    def __init__(self, cfg: Any, pipeline: str, worker_cls: type, worker_args: Sequence[Any],
+                 probe: Any = None) -> None:
+        self.cfg = cfg
+        self.pipeline = pipeline
+        self.started = time.perf_counter()
+        self.out = Path(cfg.out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")
+        self.actors = (worker_cls, tuple(worker_args), probe)
+        self.first = 0
+        self.tracker: Any = None
+        self.session: Any = None
+
+    def __enter__(self) -> Trainer:
+        from librarian.tracking import Tracker
+
+        cfg = self.cfg
+        self.tracker = Tracker(cfg.experiment, self.out, cfg.tracking_uri or None, pipeline=self.pipeline)
+        self.tracker.log_config(to_plain(cfg))
+        try:
+            self.session = RLSession(cfg.ray, cfg.rollout, cfg.learner, *self.actors)
+        except BaseException:
+            self.tracker.finish("FAILED")
+            raise
+        return self
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        try:
+            self.session.close()
+        finally:
+            self.tracker.finish("FINISHED" if kind is None else "FAILED")
+
+    def warm_start(self, sft: Callable[[], tuple[list, dict[str, Any]]]) -> dict[str, Any]:
+        """Resume from `cfg.resume` (the learner as saved: weights, optimizer, RNG, step; training continues at the
+        next step), else, with `sft.enabled`, fine-tune on `sft()`'s samples; then publish. What SFT did."""
+        cfg, out = self.cfg, {}
+        if cfg.resume:
+            extra = self.session.call("load", cfg.resume)
+            self.first = int(extra.get("step", -1)) + 1
+            log.info("resumed from %s: continuing at step %d", cfg.resume, self.first)
+        elif cfg.sft.enabled:
+            samples, out = sft()
+            out.update(self.fine_tune(samples))
+            log.info("SFT: %s", out)
+        self.session.publish()
+        return out
+
+    def fine_tune(self, samples: list) -> dict[str, Any]:
+        """SFT on `samples` (then the fine-tuned policy is the KL reference); its steps and first and last loss."""
+        if not samples:
+            log.warning("SFT: no verified teacher episode; training starts from the base model")
+            return {"samples": 0, "sft_steps": 0}
+        s = self.cfg.sft
+        history = self.session.call("sft", samples, s.epochs, s.batch_size, self.cfg.seed, s.lr)
+        return {"samples": len(samples), "sft_steps": len(history), "sft_loss_first": history[0]["sft_loss"],
+                "sft_loss_last": history[-1]["sft_loss"]}
+
+    def train(self, task: Task, norms: bool = False) -> list[dict[str, float]]:
+        """The step loop from the first step (after a resume: the next one) to `cfg.steps`."""
+        cfg = self.cfg
+        log.info("RL: steps %d..%d, %d prompts x %d rollouts a step%s", self.first, cfg.steps - 1,
+                 cfg.learner.batch_size, cfg.learner.group_size,
+                 ", rollouts one step ahead" if cfg.rollout.asynchronous else "")
+        return run_steps(self.session, task, cfg, range(self.first, cfg.steps), self.tracker, self.out, norms)
+
+    def results(self, history: list[dict[str, float]], **extra: Any) -> dict[str, Any]:
+        """The figures every recipe reports, then `extra`."""
+        return {"grpo_steps": len(history), "first_step": self.first, "resumed_from": self.cfg.resume or None,
+                "policy_version": self.session.version, "history": history,
+                "rollout_failures": self.session.rollouts.failures, **extra,
+                "wall_s": time.perf_counter() - self.started,
+                "mlflow": {"tracking_uri": self.tracker.tracking_uri, "run_id": self.tracker.run_id},
+                "config": to_plain(self.cfg)}
