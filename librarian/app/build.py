@@ -52,11 +52,21 @@ class BuildEmbedder(MiniLMEmbedder):
         self._model = None
 
 
-def release_arrow_memory() -> None:
-    """Hand the memory Arrow's allocator keeps after a Parquet write (about 3x the text) back to the system."""
+def release_memory() -> None:
+    """Hand freed memory back to the system: what Arrow's allocator keeps after a Parquet write (about 3x the
+    text) and, on glibc, the heap a model's activations left (`malloc_trim`)."""
+    import ctypes
+    import ctypes.util
+    import gc
+
     import pyarrow as pa
 
+    gc.collect()
     pa.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
 
 
 @dataclass
@@ -187,7 +197,7 @@ def run(cfg: BuildConfig) -> dict:
     ws, state = _resume(out, initial, cfg)
     resumed_from = ws.version
     codec.write_parquet(*initial.state(), out / INITIAL)
-    release_arrow_memory()
+    release_memory()
     state = {**state, "builder": cfg.builder}
 
     shards, model_calls, tokens, keys = 0, 0, 0, 0
@@ -212,7 +222,7 @@ def run(cfg: BuildConfig) -> dict:
     log.info("writing the snapshot, index and export to %s", out)
     codec.write_parquet(*ws.state(), out / SNAPSHOT)
     snapshot_hash = ws.content_hash()  # once, and before a model is loaded: it copies the whole store
-    release_arrow_memory()
+    release_memory()
     search = SearchConfig(embedder=cfg.embedder)
     embedder = BuildEmbedder() if cfg.embedder == "minilm" else None
     index = make_index(search, embedder)
@@ -220,9 +230,10 @@ def run(cfg: BuildConfig) -> dict:
     IndexSync(index, ws).end_iteration()
     if embedder is not None:
         embedder.release()  # everything is embedded: the model's memory is not needed for the rest
+    release_memory()
     IndexSync(index, ws, ws.version).save(out / INDEX)
     del index
-    release_arrow_memory()
+    release_memory()
     if cfg.export:
         export_folder(ws, out / EXPORT, overwrite=True, progress=True)
     stats = structure_stats(ws)

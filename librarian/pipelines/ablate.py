@@ -32,6 +32,7 @@ from typing import Any
 
 from librarian.config import ConfigError, to_plain
 from librarian.pipelines.ablate_config import AblateConfig, Cell
+from librarian.redact import redact
 
 log = logging.getLogger("librarian.ablate")
 STATUSES = ("finished", "failed", "early_stopped")
@@ -229,7 +230,7 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
             "tune": {"experiment": str(experiment), "search": cfg.search, "scheduler": cfg.scheduler},
             "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": tracker.run_id,
                        "experiment_id": tracker.experiment_id},
-            "config": to_plain(cfg),
+            "config": redact(to_plain(cfg)),
         }
         (out / "summary.md").write_text(table + "\n", encoding="utf-8")
         figure = rep.plot(cell_list, grouped, names, out / "ablate.png", title=f"{cfg.pipeline} sweep")

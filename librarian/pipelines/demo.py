@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from librarian.config import to_plain
 from librarian.pipelines.demo_jam import JamDemoConfig
+from librarian.redact import redact
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
 
@@ -138,7 +139,7 @@ def run(cfg: DemoConfig) -> dict:
         "search_example": {"query": example_query, "top_hits": [h.path for h in hits]},
         "structure": stats.as_dict(),
         "elapsed_s": time.perf_counter() - started,
-        "config": to_plain(cfg),
+        "config": redact(to_plain(cfg)),
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"\n{len(docs)} facts, {ws.version} curation ops, {len(built)} index documents, "

@@ -22,13 +22,16 @@ def config_keys(config: dict, prefix: str = "") -> list[str]:
 
 
 def write_resolved_config(cfg: Any, out_dir: str | Path) -> Path:
-    """`out_dir/config.yaml`: the resolved config the run used (the folder is created)."""
+    """`out_dir/config.yaml`: the resolved config the run used, credentials masked (the folder is created)."""
     from omegaconf import OmegaConf
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.yaml"
-    path.write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    from librarian.config import to_plain
+    from librarian.redact import redact
+
+    path.write_text(OmegaConf.to_yaml(OmegaConf.create(redact(to_plain(cfg)))), encoding="utf-8")
     return path
 
 

@@ -40,6 +40,7 @@ from librarian.datasets.records import DatasetError
 from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
 from librarian.evaluation.exam import ReaderSpec
+from librarian.redact import redact
 
 log = logging.getLogger("librarian.evaluate")
 BASELINE_STORES = ("flat", "graphrag", "hipporag", "raptor", "autocompaction", "untrained_builder")
@@ -334,7 +335,7 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     results = {"rows": rows, **extra, "questions": len(questions), "splits": list(cfg.splits),
                "data": {"source": cfg.data.source, "name": source.name, **source.config}, "f1_floor": cfg.f1_floor,
                "structure": {k: v.as_dict() for k, v in structure.items()},
-               "plots": [p.name for p in plots], "elapsed_s": time.perf_counter() - started, "config": to_plain(cfg)}
+               "plots": [p.name for p in plots], "elapsed_s": time.perf_counter() - started, "config": redact(to_plain(cfg))}
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     notes = [f"{source.describe()} (seed {cfg.seed}); {len(questions)} questions from "
              f"{', '.join(cfg.splits)}; reader {cfg.reader.backend} {cfg.reader.options} with budget "

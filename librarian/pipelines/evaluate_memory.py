@@ -27,6 +27,7 @@ from typing import Any
 from librarian.config import ConfigError, to_plain
 from librarian.pipelines.entry import write_resolved_config
 from librarian.pipelines.researcher_config import ArmsEvalSection
+from librarian.redact import redact
 
 log = logging.getLogger("librarian.evaluate_memory")
 KINDS = ("memorygym", "locomo", "longmemeval", "hotpotqa", "narrativeqa")
@@ -124,7 +125,7 @@ def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
             **{f"source_recall_{a}_ci": s["source_recall_ci"] for a, s in arms.items()},
             **{k: ev[k] for k in ("hierarchical_minus_flat", "hierarchical_minus_flat_ci",
                                   "latency_ratio_hierarchical_over_flat") if k in ev},
-            "arms": arms, "wall_s": time.perf_counter() - started, "config": to_plain(cfg),
+            "arms": arms, "wall_s": time.perf_counter() - started, "config": redact(to_plain(cfg)),
             "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": tracker.run_id},
         }
         table = arms_table(ev)

@@ -39,6 +39,7 @@ from librarian.config import ConfigError, to_plain
 from librarian.datasets.records import DatasetError, Question
 from librarian.pipelines.online_config import EvaluateOnlineConfig, check
 from librarian.pipelines.online_curation import Logged, Reask, Reasked, Served, held_back
+from librarian.redact import redact
 
 log = logging.getLogger("librarian.evaluate_online")
 
@@ -239,7 +240,7 @@ def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
         "data": {"source": cfg.data.source, "name": data.name},
         "workspace": str(folder), "final_version": last.version, "final_snapshot_hash": last.snapshot_hash,
         "backends": {"reader": reader.backend.name, "curator": online.curator.name},
-        "elapsed_s": time.perf_counter() - started, "config": to_plain(cfg),
+        "elapsed_s": time.perf_counter() - started, "config": redact(to_plain(cfg)),
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"last window: rho {_show(tail['rho'])} {tail['rho_ci']}, F1 {tail['f1']:.3f} vs flat {tail['f1_flat']:.3f}; "

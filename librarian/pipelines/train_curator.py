@@ -42,6 +42,7 @@ from librarian.config import ConfigError, to_plain
 from librarian.datasets.records import DatasetError
 from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
+from librarian.redact import redact
 from librarian.search.factory import SearchConfig
 
 log = logging.getLogger("librarian.train_curator")
@@ -280,7 +281,7 @@ def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
         "snapshot_hash": ws.content_hash(),
         "backends": {"reader": reader.name, "curator": curator.name, "exam_reader": examiner.name},
         "elapsed_s": time.perf_counter() - started,
-        "config": to_plain(cfg),
+        "config": redact(to_plain(cfg)),
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     print(table)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from librarian.config import to_plain, to_yaml
+from librarian.redact import redact
 from librarian.rl.loop import run_steps
 from librarian.rl.session import RLSession
 from librarian.rl.task import Task
@@ -102,4 +103,4 @@ class Trainer:
                 "rollout_failures": self.session.rollouts.failures, **extra,
                 "wall_s": time.perf_counter() - self.started,
                 "mlflow": {"tracking_uri": self.tracker.tracking_uri, "run_id": self.tracker.run_id},
-                "config": to_plain(self.cfg)}
+                "config": redact(to_plain(self.cfg))}

@@ -141,7 +141,7 @@ class ElasticsearchIndex(StagedWrites):
         problems = mapping_problems(mapping, dim)
         if problems:
             raise MappingMismatchError(
-                f"index {self.index!r} at {self.settings.url} has a mapping this backend cannot use: "
+                f"index {self.index!r} at {self.settings.safe_url} has a mapping this backend cannot use: "
                 f"{'; '.join(problems)}. Delete the index (it is derived state and will be rebuilt), or use "
                 f"another namespace or LIBRARIAN_ES_INDEX_PREFIX"
             )
@@ -251,7 +251,7 @@ class ElasticsearchIndex(StagedWrites):
                 response = self.client.search(index=self.index, source_includes=SOURCE_FIELDS,
                                               track_total_hits=False, **body)
             except elasticsearch.NotFoundError as exc:
-                raise SearchError(f"index {self.index!r} does not exist at {self.settings.url}; "
+                raise SearchError(f"index {self.index!r} does not exist at {self.settings.safe_url}; "
                                   "it was deleted after this backend opened it") from exc
         return [Hit(h["_id"], h["_source"]["path"], h["_source"]["kind"], float(h["_score"]), h["_source"]["text"])
                 for h in response["hits"]["hits"]]

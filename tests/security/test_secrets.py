@@ -6,6 +6,7 @@ string) and then scans every byte the run wrote, and every message it raised, fo
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import traceback
 from dataclasses import dataclass, field
@@ -154,3 +155,27 @@ def test_elasticsearch_settings_and_connection_errors_hide_the_password() -> Non
     with pytest.raises(SearchError) as env:
         ElasticsearchSettings.from_env({"LIBRARIAN_ES_URL": f"es.internal:9200?api_key={PLANTED[0]}"})
     assert_clean(str(env.value))
+
+
+@dataclasses.dataclass
+class _PlantedBackend:
+    api_key: str = "sk-planted-secret-123"
+    base_url: str = "http://user:hunter2pw@llm.local/v1"
+
+
+@dataclasses.dataclass
+class _PlantedRun:
+    out_dir: str = "x"
+    backend: _PlantedBackend = dataclasses.field(default_factory=_PlantedBackend)
+
+
+def test_a_pipelines_resolved_config_and_results_config_mask_credentials(tmp_path):
+    from librarian.config import to_plain
+    from librarian.pipelines.entry import write_resolved_config
+    from librarian.redact import redact
+
+    text = write_resolved_config(_PlantedRun(), tmp_path).read_text(encoding="utf-8")
+    dumped = str(redact(to_plain(_PlantedRun())))
+    for shown in (text, dumped):
+        assert "sk-planted-secret-123" not in shown and "hunter2pw" not in shown
+        assert "llm.local/v1" in shown and "out_dir" in shown  # only the credentials go
