@@ -21,12 +21,10 @@ import torch
 from librarian.learner.errors import LearnerError
 
 
-def disallowed_mask(samples: Sequence[Any], first: int, shape: tuple[int, int, int],
-                    tokenizer: Any) -> torch.Tensor | None:
-    """Bool (batch, columns, vocab): True where a grammar forbade the token; None when nothing is constrained.
-
-    Logit column j of the learner's (sliced) logits predicts token `first + j + 1`.
-    """
+def _replayed(samples: Sequence[Any], first: int, columns: int, vocab: int, tokenizer: Any
+              ) -> list[tuple[int, int, int, torch.Tensor]] | None:
+    """(sample, first column, end column, allowed-token masks) of every constrained span, or None when nothing
+    is constrained: the grammar replayed over the sampled tokens."""
     spans = [(b, s, e, g) for b, sample in enumerate(samples) for s, e, g in sample.constraints if e > s]
     if not spans:
         return None
@@ -36,16 +34,31 @@ def disallowed_mask(samples: Sequence[Any], first: int, shape: tuple[int, int, i
     from librarian.models.base import BackendError
     from librarian.models.constrained import compiler_for
 
-    compiler = compiler_for(tokenizer, shape[2])
-    mask = torch.zeros(shape, dtype=torch.bool)
+    compiler = compiler_for(tokenizer, vocab)
+    out = []
     for b, start, end, grammar in spans:
         lo, hi = start - 1 - first, end - 1 - first
-        if lo < 0 or hi > shape[1]:
+        if lo < 0 or hi > columns:
             raise LearnerError(f"constraint span ({start}, {end}) falls outside the trained columns")
         try:
             allowed = compiler.replay_masks(grammar, samples[b].token_ids[start:end])
         except BackendError as exc:
             raise LearnerError(f"sample {b}: its tokens {start}..{end} do not follow their grammar: {exc}") from exc
+        out.append((b, lo, hi, allowed))
+    return out
+
+
+def disallowed_mask(samples: Sequence[Any], first: int, shape: tuple[int, int, int],
+                    tokenizer: Any) -> torch.Tensor | None:
+    """Bool (batch, columns, vocab): True where a grammar forbade the token; None when nothing is constrained.
+
+    Logit column j of the learner's (sliced) logits predicts token `first + j + 1`.
+    """
+    replayed = _replayed(samples, first, shape[1], shape[2], tokenizer)
+    if replayed is None:
+        return None
+    mask = torch.zeros(shape, dtype=torch.bool)
+    for b, lo, hi, allowed in replayed:
         mask[b, lo:hi] = ~allowed
     return mask
 
@@ -63,28 +76,14 @@ def disallowed_rows(samples: Sequence[Any], first: int, rows: torch.Tensor, voca
     """The grammar masks of the trained positions only: (indices into `rows.nonzero()` order, (k, vocab) bool
     masks, True where forbidden), or None when nothing is constrained. Memory grows with the constrained
     tokens, not with batch x length x vocabulary as `disallowed_mask`'s does."""
-    spans = [(b, s, e, g) for b, sample in enumerate(samples) for s, e, g in sample.constraints if e > s]
-    if not spans:
+    replayed = _replayed(samples, first, rows.shape[1], vocab, tokenizer)
+    if replayed is None:
         return None
-    if tokenizer is None:
-        raise LearnerError("these samples were generated under a tool-call grammar; the learner needs the "
-                           "policy's tokenizer to renormalise its log-probs under the same masks")
-    from librarian.models.base import BackendError
-    from librarian.models.constrained import compiler_for
-
-    compiler = compiler_for(tokenizer, vocab)
     index = torch.full(tuple(rows.shape), -1, dtype=torch.long)
     where = rows.detach().cpu().nonzero(as_tuple=True)
     index[where] = torch.arange(len(where[0]))
     picked, masks = [], []
-    for b, start, end, grammar in spans:
-        lo, hi = start - 1 - first, end - 1 - first
-        if lo < 0 or hi > rows.shape[1]:
-            raise LearnerError(f"constraint span ({start}, {end}) falls outside the trained columns")
-        try:
-            allowed = compiler.replay_masks(grammar, samples[b].token_ids[start:end])
-        except BackendError as exc:
-            raise LearnerError(f"sample {b}: its tokens {start}..{end} do not follow their grammar: {exc}") from exc
+    for b, lo, hi, allowed in replayed:
         at = index[b, lo:hi]
         keep = at >= 0  # a constrained token outside the loss mask carries no loss
         picked.append(at[keep])
