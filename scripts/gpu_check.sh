@@ -7,6 +7,8 @@
 #   full_sync_nccl      full weights by NCCL broadcast (vllm_nccl + vLLM's weight-transfer engine); needs
 #                       2 GPUs (NCCL refuses two ranks on one GPU)
 #   train_builder_vllm  two GRPO steps of `librarian train_builder` with the tiny model on vLLM (Ray)
+#   train_builder_nccl  the same with full weights (LoRA off) broadcast over NCCL by the session
+#                       (weight_transfer: nccl: learner on one GPU, the engine on another); needs 2 GPUs
 #   deepspeed_bf16      a DeepSpeed ZeRO-2 bf16 step (float32 master weights) against the torch engine's
 # Run it on a node of the rollout image (trainer environment + vLLM environment), or a machine with both
 # `make setup` and `scripts/vllm_env.sh --gpu`: PYTHON (default .venv/bin/python, else python3) is the
@@ -229,18 +231,24 @@ def full_sync_nccl():
     return {"bytes": sent, "seconds_to_load": round(seconds, 3), "max_abs_logprob_diff": gap}
 
 
-def train_builder():
+def train_builder(nccl: bool = False):
     if "engine" in state:
         state["engine"].close()
-    out = OUT / "train_builder"
+    name = "train_builder_nccl" if nccl else "train_builder"
+    out = OUT / name
+    options = ("{model: tiny, enable_lora: false, dtype: float32, single_process: false, weight_transfer: nccl, "
+               "engine_kwargs: " + json.dumps(GPU_KWARGS) + "}") if nccl else \
+        ("{model: tiny, enable_lora: true, max_lora_rank: 16, dtype: float32, engine_kwargs: " + json.dumps(GPU_KWARGS)
+         + "}")
     cmd = [sys.executable, "-m", "librarian.cli", "train_builder", "config=configs/demo.yaml", f"out_dir={out}",
            "steps=2", "sft.enabled=false", "exam.enabled=false", "rollout.workers=1", "rollout.backend=vllm",
-           "rollout.options={model: tiny, enable_lora: true, max_lora_rank: 16, dtype: float32, engine_kwargs: "
-           + json.dumps(GPU_KWARGS) + "}"]
-    if gpus:
+           f"rollout.options={options}"]
+    if nccl:  # two GPUs: NCCL refuses two ranks of one group on one GPU
+        cmd += ["learner.lora.enabled=false", "rollout.gpus_per_worker=1", "learner.device=cuda", "ray.learner_gpus=1"]
+    elif gpus:
         cmd += ["rollout.gpus_per_worker=0.3", "learner.device=cuda", "ray.learner_gpus=0.3"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    (OUT / "train_builder.log").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
+    (OUT / f"{name}.log").write_text(proc.stdout[-20000:] + proc.stderr[-20000:])
     if proc.returncode:
         raise RuntimeError(f"train_builder exited {proc.returncode}: {proc.stderr[-1500:]}")
     res = json.loads((out / "results.json").read_text())
@@ -289,6 +297,8 @@ check("full_sync_ipc", full_sync_ipc, NO_GPU or ready)
 check("full_sync_nccl", full_sync_nccl,
       NO_GPU or ready or ("" if gpus >= 2 else "needs 2 GPUs: NCCL refuses two ranks of one group on one GPU"))
 check("train_builder_vllm", train_builder, no_vllm)
+check("train_builder_nccl", lambda: train_builder(nccl=True),
+      NO_GPU or no_vllm or ("" if gpus >= 2 else "needs 2 GPUs: NCCL refuses two ranks of one group on one GPU"))
 check("deepspeed_bf16", deepspeed_bf16, NO_GPU)
 results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
 save()

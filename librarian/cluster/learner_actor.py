@@ -5,6 +5,12 @@ The base model comes from the same backend spec as the rollout workers'
 state dict fits them. `publish()` puts the payload in the object store once
 and returns `(version, ref)`; rollout workers fetch it by reference.
 
+With full-weight broadcast (`weight_sync.BroadcastSync`) rank 0 hosts the
+sender instead: `sync_open` makes it for the receivers' rank counts and
+returns each one's join payload, `sync_connect` joins the group while they
+do, and each round `sync_meta` describes the weights and `sync_send`
+broadcasts them (every rank iterates them: ZeRO-3 gathers each tensor).
+
 `LearnerActor.start(topology, ...)` is how a pipeline gets its learner: this
 actor for `learner.workers: 1`, or a `LearnerGroup` of that many ranks
 (`librarian.cluster.learner_group`), which answers the same methods.
@@ -47,6 +53,7 @@ class LearnerActor:
             raise ValueError(f"the learner needs a backend with a local model (hf); {backend!r} has none")
         self.learner = Learner(model.to(cfg.device), cfg, pad_id=getattr(policy, "pad_id", 0),
                                tokenizer=getattr(policy, "tokenizer", None))
+        self.sender: Any = None
 
     def pid(self) -> int:
         return os.getpid()
@@ -80,7 +87,8 @@ class LearnerActor:
 
         smallest = min(len(samples), batch_size, len(samples) % batch_size or batch_size)  # the last batch
         with self._micro(max(1, smallest // self.learner.world)):  # a rank trains on its share of each batch
-            return fine_tune(self.learner, samples, epochs=epochs, batch_size=batch_size, seed=seed, progress=False,
+            return fine_tune(self.learner, samples, epochs=epochs, batch_size=batch_size, seed=seed,
+                             progress=self.learner.rank == 0,
                              lr=lr or None)
 
     def freeze_reference(self) -> None:
@@ -104,6 +112,73 @@ class LearnerActor:
         version, payload = self.learner.publish_weights()
         return version, ray.put(payload)
 
+    def sync_open(self, sizes: list[int], transport: str, buffer_bytes: int = 0, timeout_s: float = 1800.0
+                  ) -> list[dict]:
+        """Rank 0: a new broadcast sender (`broadcast_sync.make_sender`) for receivers of `sizes` ranks each (the
+        previous one closed); each receiver's join payload. Other ranks: []."""
+        import ray
+
+        from librarian.models.broadcast_sync import make_sender
+        from librarian.models.vllm_nccl import BUFFER_BYTES
+
+        self.sync_close()
+        if self.learner.rank:
+            return []
+        self.sender = make_sender(transport, sizes, buffer_bytes or BUFFER_BYTES, ray.util.get_node_ip_address(),
+                                  timeout_s)
+        return [self.sender.init_info(i) for i in range(len(sizes))]
+
+    def sync_connect(self) -> None:
+        """Rank 0 starts joining the broadcast group in a thread and returns: the receivers may first need this
+        actor (a restarted worker pulls the weights through `publish` before it can join); `sync_joined` waits."""
+        import threading
+
+        if self.sender is None:
+            return
+        errors: list[BaseException] = []
+        thread = threading.Thread(target=_connect, args=(self.sender, errors), daemon=True)
+        thread.start()
+        self.connecting = (errors, thread)
+
+    def sync_joined(self, timeout_s: float = 1800.0) -> None:
+        """Wait until rank 0 is in the group (every receiver has joined); its error if joining failed."""
+        errors, thread = getattr(self, "connecting", ([], None))
+        if thread is not None:
+            thread.join(timeout_s)
+            if thread.is_alive():
+                raise RuntimeError(f"the learner did not join the weight broadcast group within {timeout_s:.0f} s")
+        self.connecting = ([], None)
+        if errors:
+            raise errors[0]
+
+    def sync_meta(self, dtype: str = "") -> tuple[int, dict]:
+        """(version, `update_info`) of the weights `sync_send` broadcasts next, cast to `dtype` ('' keeps theirs)."""
+        from librarian.learner.weights import full_weights_meta
+        from librarian.models.vllm_nccl import update_info
+
+        return self.learner.version, update_info(full_weights_meta(self.learner, _dtype(dtype)))
+
+    def sync_send(self, dtype: str, info: dict) -> tuple[int, int]:
+        """Broadcast the full weights described by `info` (`sync_meta`); (version, bytes sent by this rank)."""
+        from librarian.learner.weights import full_weights
+        from librarian.models.vllm_nccl import meta_of
+
+        stream = full_weights(self.learner, _dtype(dtype))
+        if self.learner.rank:
+            if self.learner.engine.partitioned:  # ZeRO-3: every rank takes part in each tensor's gather
+                for _ in stream:
+                    pass
+            return self.learner.version, 0
+        if self.sender is None:
+            raise RuntimeError("sync_send before sync_open: the learner hosts no broadcast group")
+        return self.learner.version, int(self.sender.send(stream, meta_of(info)))
+
+    def sync_close(self) -> None:
+        """Leave and drop the broadcast group (rank 0)."""
+        sender, self.sender = getattr(self, "sender", None), None
+        if sender is not None:
+            sender.close()
+
     def trainable_norm(self) -> float:
         """The L2 norm of the trainable weights (tests check that they move)."""
         import torch
@@ -116,3 +191,22 @@ class LearnerActor:
 
     def load(self, folder: str) -> dict:
         return self.learner.load(folder)
+
+
+def _connect(sender: Any, errors: list) -> None:
+    try:
+        sender.connect()
+    except Exception as exc:  # noqa: BLE001 - handed to sync_joined
+        errors.append(exc)
+
+
+def _dtype(name: str) -> Any:
+    """The torch dtype named `name` ('bfloat16', 'float32'); '' and 'auto' keep the weights' own."""
+    import torch
+
+    if not name or name == "auto":
+        return None
+    kind = getattr(torch, str(name).removeprefix("torch."), None)
+    if not isinstance(kind, torch.dtype):
+        raise ValueError(f"weight broadcast dtype must name a torch dtype (e.g. bfloat16), got {name!r}")
+    return kind

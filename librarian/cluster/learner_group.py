@@ -8,7 +8,8 @@ and the parameters too (ZeRO-3). `LearnerGroup`, an actor of its own, answers
 the methods a pipeline calls on one `LearnerActor`: `step` splits the batch
 into contiguous shares (the ranks all-reduce the whole batch's counts, so the
 loss is normalised as for one learner on all of it), `publish` returns rank
-0's weights (ZeRO-3 gathers them first), `save`/`load` write and read one
+0's weights (ZeRO-3 gathers them first), the `sync_*` methods broadcast them
+from rank 0 instead (`weight_sync.BroadcastSync`), `save`/`load` write and read one
 checkpoint folder from every rank (on a filesystem all learner nodes share).
 
 A rank that dies or raises fails the call with `LearnerGroupError` naming the
@@ -27,7 +28,7 @@ from datetime import timedelta
 from typing import Any
 
 from librarian.cluster.learner_actor import LearnerActor
-from librarian.cluster.topology import Resources, TopologyError
+from librarian.cluster.topology import Resources, wait_reserved
 
 
 class LearnerGroupError(RuntimeError):
@@ -44,6 +45,14 @@ class RankSpec:
     port: int
     backend: str  # nccl (GPUs) or gloo (CPU)
     timeout_s: float = 1800.0
+
+
+def check_split(what: str, n: int, world: int) -> None:
+    """Every rank needs at least one sample of each batch; a rank's micro-batches come from its share (fewer
+    samples than `grad_accum` make fewer micro-batches, and ZeRO-2/3 ranks even out their counts)."""
+    if n < world:
+        raise LearnerGroupError(f"{what}: a batch of {n} samples cannot be split over {world} learner ranks "
+                                f"(learner.workers): each rank needs at least one sample")
 
 
 def init_process_group(spec: RankSpec) -> None:
@@ -150,12 +159,7 @@ class LearnerGroup:
         return self._all(method, [getattr(r, method).remote(*args) for r in self.ranks])
 
     def _check_split(self, what: str, n: int) -> None:
-        """Every rank needs at least one sample (DeepSpeed: grad_accum of them) of each batch."""
-        need = self.world * (self.cfg.grad_accum if self.cfg.engine == "deepspeed" else 1)
-        if n < need:
-            raise LearnerGroupError(f"{what}: a batch of {n} samples cannot be split over {self.world} learner ranks"
-                                    f" ({need} needed: learner.workers x "
-                                    f"{'grad_accum' if self.cfg.engine == 'deepspeed' else '1'})")
+        check_split(what, n, self.world)
 
     def pid(self) -> int:
         """Rank 0's process id."""
@@ -203,6 +207,27 @@ class LearnerGroup:
         """Rank 0's (version, object ref of the `WeightsPayload`)."""
         return self._call("publish")[0]
 
+    def sync_open(self, sizes: list[int], transport: str, buffer_bytes: int = 0, timeout_s: float = 1800.0
+                  ) -> list[dict]:
+        """Rank 0 hosts the full-weight broadcast (`LearnerActor.sync_open`); the receivers' join payloads."""
+        return self._call("sync_open", sizes, transport, buffer_bytes, timeout_s)[0]
+
+    def sync_connect(self) -> None:
+        self._call("sync_connect")
+
+    def sync_joined(self, timeout_s: float = 1800.0) -> None:
+        self._call("sync_joined", timeout_s)
+
+    def sync_meta(self, dtype: str = "") -> tuple[int, dict]:
+        return self._call("sync_meta", dtype)[0]
+
+    def sync_send(self, dtype: str, info: dict) -> tuple[int, int]:
+        """Every rank iterates the weights (ZeRO-3 gathers them), rank 0 broadcasts; rank 0's (version, bytes)."""
+        return self._call("sync_send", dtype, info)[0]
+
+    def sync_close(self) -> None:
+        self._call("sync_close")
+
     def trainable_norm(self) -> float:
         return self._call("trainable_norm")[0]
 
@@ -236,28 +261,30 @@ def _placement_options(group: Any, bundle: int, res: Resources) -> dict[str, Any
             "scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)}
 
 
-def reserve_learners(topology: Any, workers: int, timeout_s: float = 300.0) -> list[dict[str, Any]]:
+def reserve_learners(topology: Any, workers: int, timeout_s: float | None = None) -> list[dict[str, Any]]:
     """Actor options for `workers` learner ranks of `ray.learner_cpus`/`learner_gpus` each.
 
     With a placement group the topology's group (learner, rollout workers) is
     re-reserved with ranks 1.. appended as bundles of their own (after the
-    rollout bundles, whose indices stay valid); call it before any actor is
+    rollout bundles, whose indices stay valid), waiting at most
+    `ray.reserve_timeout_s` (or `timeout_s`); call it before any actor is
     placed in the group. Without one each rank just asks Ray for its resources.
     """
     if topology.group is None:
         return [topology.learner_options() for _ in range(workers)]
-    import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
     bundles = topology.bundles()
     ranks = [0] + list(range(len(bundles), len(bundles) + workers - 1))
     bundles += [topology.learner.bundle()] * (workers - 1)
     remove_placement_group(topology.group)
-    topology.group = placement_group(bundles, strategy=topology.cfg.strategy)
-    ready, _ = ray.wait([topology.group.ready()], timeout=timeout_s)
-    if not ready:
-        raise TopologyError(f"Ray could not reserve {bundles} ({topology.cfg.strategy}) for {workers} learner ranks "
-                            f"within {timeout_s:.0f} s; lower ray.learner_cpus/learner_gpus (per rank) or add nodes")
+    topology.group = None
+    group = placement_group(bundles, strategy=topology.cfg.strategy)
+    wait_reserved(group, bundles, topology.cfg.strategy,
+                  topology.cfg.reserve_timeout_s if timeout_s is None else timeout_s,
+                  f"{workers} learner ranks (ray.learner_cpus/learner_gpus each) and {topology.workers} rollout "
+                  "worker(s)")
+    topology.group = group
     return [_placement_options(topology.group, b, topology.learner) for b in ranks]
 
 

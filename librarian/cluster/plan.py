@@ -280,6 +280,12 @@ def check_storage(report: Report, job: dict[str, Any], placement: Placement, eve
                                f"head share ({', '.join(mounts)}): submit with out_dir={mounts[0]}/NAME")
 
 
+def _start_timeout(job: dict[str, Any], role: str) -> float:
+    from librarian.cluster.actor_pool import START_TIMEOUT_S
+
+    return float((job.get(role) or {}).get("start_timeout_s", START_TIMEOUT_S))
+
+
 # --- the plan --------------------------------------------------------------------------------------------
 def plan(job: dict[str, Any], cluster: Cluster, policy: str = "", answerer: str = "") -> Report:
     """Place `job` (a merged config) onto `cluster` and check it; starts nothing."""
@@ -308,8 +314,10 @@ def plan(job: dict[str, Any], cluster: Cluster, policy: str = "", answerer: str 
     placement = scheduler.placement
     report.problems += scheduler.share_hidden_gpus(everyone)
     for actor, why in placement.unplaced:
-        held = " (the placement group waits, then TopologyError after 300 s)" if actor.in_group else \
-            " (the pool waits for it)"
+        held = (f" (the placement group waits, then TopologyError after ray.reserve_timeout_s = "
+                f"{ray.reserve_timeout_s:g} s)" if actor.in_group else
+                f" (the pool waits, then fails after {actor.role}.start_timeout_s = {_start_timeout(job, actor.role):g} s)"
+                if actor.role in ("rollout", "probe") else " (Ray waits for it)")
         report.problems.append(f"{actor.name} ({actor.cpus:g} CPU, {actor.gpus:g} GPU) cannot be placed{held}: {why}")
     for actor in everyone:
         if actor.node is not None:

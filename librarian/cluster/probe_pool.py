@@ -13,7 +13,7 @@ results come back in the questions' order.
     pool.close()
 
 `ProbeConfig` is a training pipeline's `probe` section: the reader itself
-(a `ReaderSpec`) plus the pool's size and chunking.
+(a `ReaderSpec`) plus the pool's size, chunking and timeouts.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from librarian.cluster.actor_pool import ActorPool, PoolError
+from librarian.cluster.topology import check_engine_gpus, check_engine_start
 from librarian.config import ConfigError
 from librarian.datasets.records import Question
 from librarian.evaluation.exam import (
@@ -76,12 +77,19 @@ class ProbeConfig(ReaderSpec):
     gpus_per_worker: float = 0.0  # for GPU presets; the pool's workers take one CPU each
     chunk: int = 16  # questions a call
     max_restarts: int = 8
+    start_timeout_s: float = 1200.0  # a worker's start or restart (> a vLLM engine's own limit, 900 s by default)
+    call_timeout_s: float = 3600.0  # one chunk of questions on one worker (0: no limit)
 
     def __post_init__(self) -> None:
         if self.workers < 0 or self.chunk < 1 or self.gpus_per_worker < 0 or self.budget < 1:
             raise ConfigError(f"probe.workers must be >= 0, probe.chunk and probe.budget >= 1 and "
                               f"probe.gpus_per_worker >= 0, got {self.workers}, {self.chunk}, {self.budget}, "
                               f"{self.gpus_per_worker}")
+        if not self.start_timeout_s > 0 or not self.call_timeout_s >= 0:
+            raise ConfigError(f"probe.start_timeout_s must be > 0 and probe.call_timeout_s >= 0 (0: no limit), "
+                              f"got {self.start_timeout_s}, {self.call_timeout_s}")
+        check_engine_gpus("probe", self.backend, self.options, self.gpus_per_worker)
+        check_engine_start("probe", self.backend, self.options, self.start_timeout_s)
 
 
 class ProbePool(ActorPool):
@@ -89,10 +97,12 @@ class ProbePool(ActorPool):
 
     error = ProbeError
     name = "probe worker"
+    section = "probe"
 
     def __init__(self, spec: ReaderSpec, workers: int = 2, chunk: int = 16, inflight: int = 2,
                  max_restarts: int = 8, num_cpus: int | None = None, temp_dir: str | None = None,
-                 gpus_per_worker: float = 0.0) -> None:
+                 gpus_per_worker: float = 0.0, start_timeout_s: float | None = None,
+                 call_timeout_s: float | None = None) -> None:
         if workers < 1 or chunk < 1 or inflight < 1:
             raise ProbeError(f"workers, chunk and inflight must be >= 1, got {workers}, {chunk}, {inflight}")
         if gpus_per_worker < 0:
@@ -102,13 +112,15 @@ class ProbePool(ActorPool):
         self.spec = spec
         self.chunk = chunk
         resources = {"num_cpus": 1, **({"num_gpus": gpus_per_worker} if gpus_per_worker else {})}
-        super().__init__(AnswererProbeWorker, (spec,), [resources] * workers, max_restarts, inflight)
+        super().__init__(AnswererProbeWorker, (spec,), [resources] * workers, max_restarts, inflight,
+                         start_timeout_s, call_timeout_s)
 
     @classmethod
     def of(cls, cfg: ProbeConfig) -> ProbePool:
         """The pool a `probe` config section describes (the section is the workers' reader spec)."""
         return cls(cfg, workers=cfg.workers, chunk=cfg.chunk, max_restarts=cfg.max_restarts,
-                   gpus_per_worker=cfg.gpus_per_worker)
+                   gpus_per_worker=cfg.gpus_per_worker, start_timeout_s=cfg.start_timeout_s,
+                   call_timeout_s=cfg.call_timeout_s)
 
     def run(self, store: Any, questions: Sequence[Question], repeats: int = 1,
             progress: Callable[[int, int], None] | None = None) -> list[ExamResult]:

@@ -188,7 +188,8 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
                                          seed=job.seed),
-                          constrained=spec.constrained and not job.teacher, free_text=spec.free_text,
+                          constrained=spec.constrained and not job.teacher, compact_listing=spec.constrained,
+                          free_text=spec.free_text,
                           grammar_enums=(("path", ("", *paths)), ("sources", paths)) if paths else ())
         backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
         trajectories = run_episodes(envs, backend, role, loop)

@@ -6,6 +6,8 @@ The workers are `worker_cls(*args)` (`BuilderRolloutWorker(rollout, reward)`,
 with an `index` in group order) fits. A job needs `job_id` and `group_size`;
 a worker loads the latest published weights (`box`) before a job that needs
 them, and one restarted after a crash reloads them before redoing the job.
+The timeouts (`start_timeout_s`, `call_timeout_s`; see `ActorPool`) are the
+ones given, else the workers' rollout section's (their first argument).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from librarian.cluster.actor_pool import ActorPool, PoolError
+from librarian.cluster.rollout_worker import RolloutConfig
 
 
 class RolloutError(PoolError):
@@ -25,6 +28,15 @@ class RolloutPool(ActorPool):
 
     error = RolloutError
     name = "rollout worker"
+    section = "rollout"
+
+    def __init__(self, worker_cls: type, args: Sequence[Any], options: Sequence[dict[str, Any]], max_restarts: int = 4,
+                 inflight: int = 1, start_timeout_s: float | None = None, call_timeout_s: float | None = None) -> None:
+        spec = args[0] if args and isinstance(args[0], RolloutConfig) else None
+        if spec is not None:
+            start_timeout_s = spec.start_timeout_s if start_timeout_s is None else start_timeout_s
+            call_timeout_s = spec.call_timeout_s if call_timeout_s is None else call_timeout_s
+        super().__init__(worker_cls, args, options, max_restarts, inflight, start_timeout_s, call_timeout_s)
 
     def versions(self) -> list[int]:
         return self.call_all("policy_version")

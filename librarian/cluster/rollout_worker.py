@@ -12,7 +12,9 @@ generated it.
 The worker is built from the config sections themselves (`rollout`, a
 `BuilderRolloutConfig`, and `reward`); the backend is chosen by name (`hf`,
 `vllm`, `scripted`); weights are loaded through `weight_sync.apply_weights`
-before a job when the job asks for a newer version than the worker holds.
+before a job when the job asks for a newer version than the worker holds, or
+arrive by broadcast from the learner (`join_broadcast`, `receive_broadcast`:
+`weight_sync.BroadcastSync` drives them).
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from typing import Any
 
 from librarian.cluster.faults import CrashPlan
 from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
-from librarian.cluster.weight_sync import WeightSyncError, apply_weights
+from librarian.cluster.weight_sync import (
+    BroadcastEndpoint,
+    WeightSyncError,
+    apply_weights,
+    backend_options,
+    resolve,
+)
 from librarian.config import ConfigError
 from librarian.rewards.construction import RewardConfig
 from librarian.roles.builder_task import build_task
@@ -43,6 +51,8 @@ class RolloutConfig:
     cpus_per_worker: float = 1.0
     gpus_per_worker: float = 0.0
     max_restarts: int = 4
+    start_timeout_s: float = 1200.0  # a worker's start or restart (> a vLLM engine's own limit, 900 s by default)
+    call_timeout_s: float = 3600.0  # one job on one worker (0: no limit)
     budget: int = 32  # actions (builder) or rounds (researcher) per episode
     max_new_tokens: int = 256
     temperature: float = 1.0
@@ -62,6 +72,9 @@ class RolloutConfig:
             raise ConfigError("rollout.hint_every, max_restarts, cpus_per_worker and gpus_per_worker must be >= 0, "
                               f"got {self.hint_every}, {self.max_restarts}, {self.cpus_per_worker}, "
                               f"{self.gpus_per_worker}")
+        if not self.start_timeout_s > 0 or not self.call_timeout_s >= 0:
+            raise ConfigError(f"rollout.start_timeout_s must be > 0 and rollout.call_timeout_s >= 0 (0: no limit), "
+                              f"got {self.start_timeout_s}, {self.call_timeout_s}")
 
 
 EXECUTORS = ("extractive", "none")
@@ -215,8 +228,10 @@ class BuilderRolloutWorker:
 
         self.spec = spec
         self.reward = reward or RewardConfig()
-        self.backend = backend if backend is not None else make_backend(spec.backend, **dict(spec.options))
+        self.backend = backend if backend is not None else make_backend(spec.backend,
+                                                                        **backend_options(spec.backend, spec.options))
         self.version = int(getattr(self.backend, "policy_version", -1))
+        self.endpoint = BroadcastEndpoint(self.backend)
 
     def pid(self) -> int:
         return os.getpid()
@@ -230,17 +245,37 @@ class BuilderRolloutWorker:
         return self.version
 
     def sync(self, min_version: int, box: list) -> None:
-        """Fetch and load `box[0]` when this worker's weights are older than `min_version`."""
+        """Fetch and load `box[0]` when this worker's weights are older than `min_version` (under broadcast sync
+        the box holds a note: a worker that missed the broadcast pulls the learner's weights once)."""
         if self.version >= min_version:
             return
         if not box:
             raise WeightSyncError(f"job needs policy version {min_version} but no weights were published")
         import ray
 
-        payload = ray.get(box[0])
-        self.load(payload)
+        self.load(resolve(ray.get(box[0])))
         if self.version < min_version:
             raise WeightSyncError(f"loaded version {self.version}, the job needs {min_version}")
+
+    def broadcast_ranks(self) -> int:
+        """Ranks this worker's backend adds to the learner's weight broadcast group."""
+        return self.endpoint.ranks()
+
+    def join_broadcast(self, init_info: dict) -> None:
+        """Join the learner's broadcast group (the learner connects meanwhile)."""
+        self.endpoint.join(init_info)
+
+    def check_broadcast(self, update_info: dict) -> bool:
+        """Refuse a broadcast round whose tensor list does not fit this worker's model; whether it is in the group."""
+        return self.endpoint.check(update_info)
+
+    def receive_broadcast(self, version: int, update_info: dict) -> int:
+        """Receive the weights the learner broadcasts meanwhile; the version now loaded."""
+        self.version = self.endpoint.receive(version, update_info)
+        return self.version
+
+    def leave_broadcast(self) -> None:
+        self.endpoint.leave()
 
     def begin(self, job: Any, box: list | None) -> None:
         """Before a job: load newer weights if it needs them; the injected crash point before any work."""
@@ -260,7 +295,7 @@ class BuilderRolloutWorker:
         loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
                                          seed=job.seed),
-                          constrained=spec.constrained and not job.teacher,
+                          constrained=spec.constrained and not job.teacher, compact_listing=spec.constrained,
                           grammar_enums=tuple((k, v) for k, v in (("sources", paths), ("list.path", folders)) if v),
                           tool_listing=spec.tool_listing)
         backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend

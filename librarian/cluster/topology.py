@@ -4,7 +4,8 @@ and each actor's resources from config.
 Bundles: [learner, rollout 0, rollout 1, ...]; the strategy (`PACK`,
 `SPREAD`, `STRICT_PACK`, `STRICT_SPREAD`) decides whether they share nodes.
 The probe pool (`librarian.cluster.probe_pool`) schedules its own workers
-with one CPU each, outside the group.
+with one CPU each, outside the group. `reserve` waits at most
+`ray.reserve_timeout_s`; past it the error names the bundles no node offers.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from librarian.config import ConfigError
+
 log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
-class TopologyError(ValueError):
-    """Bad resource settings; the message names the field."""
+class TopologyError(ConfigError):
+    """Bad resource settings, or resources Ray could not reserve in time; the message names the field."""
 
 
 @dataclass
@@ -35,6 +38,7 @@ class RayConfig:
     learner_cpus: float = 1.0
     learner_gpus: float = 0.0
     rollout_runtime_env: dict = field(default_factory=dict)  # e.g. env_vars for a separate rollout image
+    reserve_timeout_s: float = 1200.0  # placement-group wait: an autoscaler starting GPU nodes and pulling images
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +65,59 @@ def check(ray_cfg: RayConfig, rollout: Resources, workers: int) -> None:
                     ("rollout.cpus_per_worker", rollout.cpus), ("rollout.gpus_per_worker", rollout.gpus)):
         if v < 0:
             raise TopologyError(f"{name} must be >= 0, got {v}")
+    if not ray_cfg.reserve_timeout_s > 0:
+        raise TopologyError(f"ray.reserve_timeout_s must be > 0, got {ray_cfg.reserve_timeout_s}")
+
+
+def check_engine_gpus(section: str, backend: str, options: dict, gpus: float) -> None:
+    """A vLLM worker reserves the GPUs its engine spans: `<section>.gpus_per_worker` = tensor_parallel_size x
+    pipeline_parallel_size of `<section>.options.engine_kwargs`. A one-GPU engine may also ask for a share of a
+    GPU or none (engines sharing a GPU, a GPU hidden from Ray, vLLM on CPU)."""
+    if backend != "vllm":
+        return
+    kwargs = dict(dict(options or {}).get("engine_kwargs") or {})
+    tp, pp = int(kwargs.get("tensor_parallel_size", 1)), int(kwargs.get("pipeline_parallel_size", 1))
+    world = tp * pp
+    if (gpus >= 1 or world > 1) and gpus != world:
+        raise ConfigError(f"{section}.gpus_per_worker ({gpus:g}) must equal {section}.options.engine_kwargs."
+                            f"tensor_parallel_size x pipeline_parallel_size ({tp} x {pp} = {world}): the engine "
+                            "uses exactly the GPUs its worker reserves")
+
+
+def check_engine_start(section: str, backend: str, options: dict, start_timeout_s: float) -> None:
+    """A vLLM worker's start includes its engine's: `<section>.start_timeout_s` must outlast the engine's own
+    `<section>.options.start_timeout_s` (so the engine's error, which quotes its log, comes first)."""
+    if backend != "vllm":
+        return
+    import inspect
+
+    from librarian.models.vllm_backend import VLLMBackend
+
+    default = inspect.signature(VLLMBackend).parameters["start_timeout_s"].default
+    engine = float(dict(options or {}).get("start_timeout_s", default))
+    if start_timeout_s <= engine:
+        raise ConfigError(f"{section}.start_timeout_s ({start_timeout_s:g}) must be longer than the engine's own "
+                          f"{section}.options.start_timeout_s ({engine:g}): a worker's start includes its engine's")
+
+
+def wait_reserved(group: Any, bundles: list[dict[str, float]], strategy: str, timeout_s: float, what: str) -> None:
+    """Wait for a placement group; past `timeout_s`, remove it and raise naming the bundles Ray could not place."""
+    import ray
+    from ray.util.placement_group import remove_placement_group
+
+    ready, _ = ray.wait([group.ready()], timeout=timeout_s)
+    if ready:
+        return
+    remove_placement_group(group)
+    nodes = [dict(n.get("Resources") or {}) for n in ray.nodes() if n.get("Alive")]
+    alone = [f"bundle {i} {b}" for i, b in enumerate(bundles)
+             if not any(all(r.get(k, 0.0) >= v for k, v in b.items()) for r in nodes)]
+    why = (f"no node in the cluster now offers {'; '.join(alone)}" if alone else
+           f"each bundle fits a node alone, but not all of {bundles} together")
+    raise TopologyError(f"Ray could not reserve the placement group of {what} ({strategy}) within {timeout_s:g} s: "
+                        f"{why}. Lower the cpus/gpus per actor, add nodes (`ray status` lists pending demands, "
+                        "`librarian plan` a bundle no node type fits), or raise ray.reserve_timeout_s when the "
+                        "autoscaler only needs longer")
 
 
 def start(ray_cfg: RayConfig, needed_cpus: float) -> bool:
@@ -86,18 +143,17 @@ class Topology:
     def bundles(self) -> list[dict[str, float]]:
         return [self.learner.bundle()] + [self.rollout.bundle() for _ in range(self.workers)]
 
-    def reserve(self, timeout_s: float = 300.0) -> None:
-        """Create the placement group and wait until Ray has reserved it."""
+    def reserve(self, timeout_s: float | None = None) -> None:
+        """Create the placement group and wait until Ray has reserved it (`ray.reserve_timeout_s` unless given)."""
         if not self.cfg.placement_group:
             return
-        import ray
         from ray.util.placement_group import placement_group
 
-        self.group = placement_group(self.bundles(), strategy=self.cfg.strategy)
-        ready, _ = ray.wait([self.group.ready()], timeout=timeout_s)
-        if not ready:
-            raise TopologyError(f"Ray could not reserve {self.bundles()} ({self.cfg.strategy}) within "
-                                f"{timeout_s:.0f} s; lower the cpus/gpus per actor or add nodes")
+        bundles = self.bundles()
+        group = placement_group(bundles, strategy=self.cfg.strategy)
+        wait_reserved(group, bundles, self.cfg.strategy, self.cfg.reserve_timeout_s if timeout_s is None else timeout_s,
+                      f"the learner and {self.workers} rollout worker(s)")
+        self.group = group
 
     def _options(self, res: Resources, bundle: int) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_cpus": res.cpus, "num_gpus": res.gpus}

@@ -180,8 +180,19 @@ def peak_concurrency(spans: Sequence[Span]) -> int:
     return peak
 
 
+def unfit(needs: Mapping[str, Mapping[str, float]], capacity: Mapping[str, float]) -> list[str]:
+    """One line per cell whose resources exceed `capacity` (cell name -> its total need)."""
+    out = []
+    for name, need in needs.items():
+        short = {k: float(v) for k, v in need.items() if float(v) > capacity.get(k, 0.0) + 1e-9}
+        if short:
+            out.append(f"cell {name!r} needs {dict(need)} but the Ray cluster has {dict(capacity)} (short of {short})")
+    return out
+
+
 def capacity() -> dict[str, float]:
-    """The cluster's schedulable resources now (CPU, GPU, custom; not memory or node labels)."""
+    """The cluster's schedulable resources now (CPU, GPU, custom; not memory or node labels). A snapshot: a
+    sweep on a joined cluster never sizes its concurrency from it (the autoscaler may add nodes)."""
     import ray
 
     return {k: float(v) for k, v in ray.cluster_resources().items()

@@ -4,6 +4,7 @@ tokens the teacher generated (the loss mask), through the learner's engine (LoRA
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,13 +78,16 @@ def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, ba
     own_lr = learner.cfg.lr
     if lr is not None:
         learner.engine.set_lr(lr)
-    with tqdm(total=steps, desc="sft", disable=not progress) as bar:
+    with tqdm(total=steps, desc="sft", disable=not progress or not sys.stderr.isatty()) as bar:
         for _ in range(epochs):
             rng.shuffle(order)
             for at in range(0, len(order), batch_size):
                 history.append(sft_step(learner, [samples[i] for i in order[at:at + batch_size]]))
                 bar.set_postfix(loss=f"{history[-1]['sft_loss']:.3f}")
                 bar.update()
+                if progress and not sys.stderr.isatty():  # a Ray actor forwards whole lines only
+                    print(f"sft step {len(history)}/{steps}: loss {history[-1]['sft_loss']:.4f}", file=sys.stderr,
+                          flush=True)
     if lr is not None:
         learner.engine.set_lr(own_lr)
     if freeze_reference:

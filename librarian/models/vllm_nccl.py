@@ -23,7 +23,12 @@ vLLM offers for trainers without vLLM (a pre-shared `ncclUniqueId`):
   `update_weights(update_info(meta))` between `start_weight_update` and
   `finish_weight_update` (`VLLMBackend.receive_nccl`).
 
-Nothing here runs without GPUs; `pack_plan`, the rank layout and the payloads
+The packing (`packed_buffers`, `unpacked`) is shared with the CPU twin of
+this wire, `broadcast_sync.GlooWeightSender` (gloo instead of NCCL, for
+rollout workers with an `hf` model), so the orchestration that drives
+either (`cluster.weight_sync.BroadcastSync`) is tested on CPU.
+
+The NCCL transfer needs GPUs; `pack_plan`, the rank layout and the payloads
 are checked against vLLM's own code on CPU (tests/models), the transfer itself
 by `scripts/gpu_check.sh`.
 """
@@ -31,7 +36,7 @@ by `scripts/gpu_check.sh`.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from librarian.models.base import BackendError
@@ -85,6 +90,58 @@ def pack_plan(meta: Sequence[tuple[str, str, Sequence[int]]], buffer_bytes: int 
     return [p for p in plan if p]
 
 
+def meta_of(info: dict[str, Any]) -> list[tuple[str, str, list[int]]]:
+    """The (name, dtype, shape) rows of an `update_info` payload (its inverse)."""
+    names, dtypes, shapes = info.get("names"), info.get("dtype_names"), info.get("shapes")
+    if not isinstance(names, list) or not isinstance(dtypes, list) or not isinstance(shapes, list) or \
+            not len(names) == len(dtypes) == len(shapes):
+        raise BackendError(f"update_info needs equally long lists names, dtype_names, shapes; got {sorted(info)}")
+    return [(str(n), str(d), [int(x) for x in s]) for n, d, s in zip(names, dtypes, shapes, strict=True)]
+
+
+def packed_buffers(named: Iterable[tuple[str, Any]], meta: Sequence[tuple[str, str, Sequence[int]]],
+                   buffer_bytes: int, device: Any) -> Iterator[Any]:
+    """The byte buffers (uint8 on `device`) of one round, cut by `pack_plan`; each tensor `named` yields is
+    checked against its `meta` row first, and a missing or extra tensor is refused, naming it."""
+    import torch
+
+    stream = iter(named)
+    for indices in pack_plan(meta, buffer_bytes):
+        parts = []
+        for i in indices:
+            name, tensor = next(stream, (None, None))
+            want = meta[i]
+            if tensor is None or name != want[0] or list(tensor.shape) != list(want[2]) or \
+                    str(tensor.dtype).removeprefix("torch.") != want[1]:
+                got = "nothing" if tensor is None else \
+                    f"{name!r} {str(tensor.dtype).removeprefix('torch.')} {list(tensor.shape)}"
+                raise BackendError(f"weight {i}: sending {got} but the receivers expect {want[0]!r} "
+                                   f"{want[1]} {list(want[2])}")
+            parts.append(tensor.detach().to(device).contiguous().view(-1).view(torch.uint8))
+        yield torch.cat(parts)
+        del parts
+    extra = next(stream, None)
+    if extra is not None:
+        raise BackendError(f"more weights to send than the {len(meta)} the receivers expect (next: {extra[0]!r})")
+
+
+def unpacked(buffer: Any, meta: Sequence[tuple[str, str, Sequence[int]]], indices: Sequence[int]
+             ) -> Iterator[tuple[str, Any]]:
+    """The tensors of one received buffer (views into it), in order: `packed_buffers` inverted."""
+    import torch
+
+    at = 0
+    for i in indices:
+        name, dtype, shape = meta[i]
+        size, kind = tensor_bytes(dtype, shape), getattr(torch, dtype)
+        chunk = buffer[at: at + size]
+        chunk = chunk.clone() if at % kind.itemsize else chunk  # a dtype view needs an aligned offset
+        yield name, chunk.view(kind).view([int(s) for s in shape])
+        at += size
+    if at != buffer.numel():
+        raise BackendError(f"a received buffer has {buffer.numel()} bytes, its tensors {at}")
+
+
 def init_payload(unique_id: bytes, rank_offset: int, world_size: int, buffer_bytes: int = BUFFER_BYTES
                  ) -> dict[str, Any]:
     """An engine's `init_weight_transfer_engine` payload (vLLM's `NCCLWeightTransferInitInfo` fields): the
@@ -99,6 +156,8 @@ def init_payload(unique_id: bytes, rank_offset: int, world_size: int, buffer_byt
 
 class NcclWeightSender:
     """The trainer's end of the group (rank 0 on its current CUDA device); see the module docstring."""
+
+    transport = "nccl"
 
     def __init__(self, sizes: Sequence[int], buffer_bytes: int = BUFFER_BYTES) -> None:
         import torch
@@ -136,27 +195,13 @@ class NcclWeightSender:
 
         if self.comm is None:
             raise BackendError("NcclWeightSender.send before connect()")
-        plan = pack_plan(meta, self.buffer_bytes)
-        stream = iter(named)
         sent = 0
         with torch.cuda.device(self.device):
-            for indices in plan:
-                parts = []
-                for i in indices:
-                    name, tensor = next(stream, (None, None))
-                    want = meta[i]
-                    if name != want[0] or list(tensor.shape) != list(want[2]) or \
-                            str(tensor.dtype).removeprefix("torch.") != want[1]:
-                        raise BackendError(f"weight {i}: sending {name!r} but the engines expect {want[0]!r} "
-                                           f"{want[1]} {list(want[2])}")
-                    parts.append(tensor.detach().to(self.device).contiguous().view(-1).view(torch.uint8))
-                buffer = torch.cat(parts)
+            for buffer in packed_buffers(named, meta, self.buffer_bytes, self.device):
                 nccl.broadcast([buffer], root=0, comms=[self.comm])
                 sent += buffer.numel()
                 torch.cuda.current_stream(self.device).synchronize()
-                del buffer, parts
-        if next(stream, None) is not None:
-            raise BackendError(f"more weights to send than the {len(meta)} the engines expect")
+                del buffer
         return sent
 
     def close(self) -> None:

@@ -8,9 +8,12 @@ Reads top to bottom:
 2. Ray (a cluster named by `ray.address` or $RAY_ADDRESS is joined, else
    one starts here) and the sweep's MLflow parent run;
 3. the Tune experiment `out_dir/tune`: each cell is a trial (the trainable
-   in `ablate_trial.py`) in a placement group sized from its config, with
-   Tune's concurrency limit, retries (`FailureConfig`), an optional search
-   algorithm and ASHA scheduler; a sweep run again with the same cells
+   in `ablate_trial.py`) in a placement group sized from its config (a
+   bundle per actor its session starts), queued by Tune until the cluster
+   holds it (an autoscaler may add nodes meanwhile), with Tune's
+   concurrency limit (`max_concurrent`; 0: none), retries
+   (`FailureConfig`), an optional search algorithm and ASHA scheduler; a
+   sweep run again with the same cells
    resumes it (`Tuner.restore`: finished trials are kept, failed and
    interrupted ones run again) unless `rerun`;
 4. the chosen metrics of every cell, seed groups with bootstrap CIs,
@@ -162,15 +165,16 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
     status = "FAILED"
     children = rep.ChildRuns(tracker)
     try:
-        cap = ts.capacity()
-        for name, p in placements.items():
-            need = p.total()
-            if any(v > cap.get(k, 0.0) + 1e-9 for k, v in need.items()):
-                msg = f"cell {name!r} needs {need} but the Ray cluster has {cap}"
-                if not joining:
-                    raise ConfigError(f"{msg}: it could never start; lower its resources")
-                log.warning("%s: Tune waits for the cluster to grow", msg)
-        log.info("2/4 Ray resources %s; MLflow parent run %s in %s", cap, tracker.run_id, tracker.tracking_uri)
+        cap = ts.capacity()  # reported only: Tune queues each trial until its placement group fits
+        too_big = ts.unfit({name: p.total() for name, p in placements.items()}, cap)
+        if too_big and not joining:  # a Ray started here never grows
+            raise ConfigError(f"{too_big[0]}: it could never start on the Ray this command started; lower its "
+                              "resources")
+        for line in too_big:
+            log.warning("%s now: Tune queues it until the cluster grows (an autoscaler may add nodes)", line)
+        log.info("2/4 Ray resources now %s (%s); MLflow parent run %s in %s", cap,
+                 "trials queue until the cluster holds them" if joining else "a local Ray",
+                 tracker.run_id, tracker.tracking_uri)
         plan = TrialPlan(cfg.pipeline, [f"config={f}" for f in cfg.base.config]
                          + ac.render(ac.normalize(cfg.base.overrides, "base.overrides")),
                          {**ac.tracking_overrides(schema, tracker.tracking_uri, exp_name), **ac.trial_overrides(schema)},

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from librarian.cluster.rollout_worker import RolloutConfig
-from librarian.cluster.topology import RayConfig, Resources
+from librarian.cluster.topology import RayConfig, Resources, check_engine_gpus, check_engine_start
 from librarian.cluster.topology import check as check_topology
 from librarian.config import ConfigError
 from librarian.learner.config import LearnerConfig
@@ -96,6 +96,8 @@ class RLConfig:
             raise ConfigError("rollout.asynchronous trains on rollouts one update old: off_policy.max_staleness "
                               "must be >= 1 (or off_policy.stale=keep)")
         check_topology(self.ray, Resources(r.cpus_per_worker, r.gpus_per_worker), r.workers)
+        check_engine_gpus("rollout", r.backend, r.options, r.gpus_per_worker)
+        check_engine_start("rollout", r.backend, r.options, r.start_timeout_s)
 
 
 def check(cfg: RLConfig) -> None:

@@ -5,7 +5,11 @@ $RAY_ADDRESS names, else starts a local one), the placement group (learner
 bundles, then one per rollout worker), the learner (`LearnerActor.start`: one
 actor, or a data-parallel group for `learner.workers > 1`), the rollout
 workers (`RolloutPool` of the recipe's worker class, built from its config
-sections), the answerer probe pool when the recipe has one, and `WeightSync`.
+sections), the answerer probe pool when the recipe has one, and the weight
+sync: `WeightSync` (the object store), or, for full weights with
+`rollout.options.weight_transfer` 'nccl' (vLLM engines) or 'broadcast' (`hf`
+models), `BroadcastSync`, whose group the learner and every worker join here
+(`weight_sync.broadcast_transport` picks it; docs/cluster.md).
 `close()` stops all of it (and Ray, when this session started it).
 """
 
@@ -22,7 +26,9 @@ log = logging.getLogger(__name__)
 
 def learner_model(rollout: RolloutConfig) -> tuple[str, dict]:
     """The learner's base model: the rollout backend's (a vLLM policy is trained with transformers)."""
-    opts = dict(rollout.options)
+    from librarian.cluster.weight_sync import backend_options
+
+    opts = backend_options(rollout.backend, rollout.options)
     if rollout.backend == "vllm":
         return "hf", {"model": opts.get("model", "smollm2")}
     return rollout.backend, opts
@@ -53,14 +59,15 @@ class RLSession:
 
     def _start(self, ray_cfg: Any, rollout: RolloutConfig, learner_cfg: Any, worker_cls: type,
                worker_args: Sequence[Any], probe: Any) -> None:
-        import ray
 
         from librarian.cluster import topology
         from librarian.cluster.learner_actor import LearnerActor
         from librarian.cluster.probe_pool import ProbePool
         from librarian.cluster.rollout_pool import RolloutPool
-        from librarian.cluster.weight_sync import WeightSync
+        from librarian.cluster.weight_sync import BroadcastSync, WeightSync, broadcast_transport
 
+        # refused before any actor starts when the rollout backend cannot receive that way
+        transport = broadcast_transport(rollout.backend, rollout.options, learner_cfg.lora.enabled, learner_cfg.device)
         self.topo = topology.Topology(ray_cfg, topology.Resources(rollout.cpus_per_worker, rollout.gpus_per_worker),
                                       rollout.workers)
         self.topo.reserve()
@@ -78,8 +85,26 @@ class RLSession:
             runner = ExamRunner(probe)
             self.probe_run = lambda data, qs, rep: run_local(data, qs, probe, rep, runner=runner)
         self.sync = WeightSync()
-        ray.get(self.learner.pid.remote())
+        self._wait_learner(rollout.start_timeout_s)
         self.rollouts.ready()
+        if transport:  # every worker joins the learner's group while it connects
+            dtype = str(rollout.options.get("dtype", "float32")) if rollout.backend == "vllm" else ""
+            self.sync = BroadcastSync(self.learner, self.rollouts, transport, dtype)
+            self.sync.open()
+
+    def _wait_learner(self, timeout_s: float) -> None:
+        """Block until the learner (every rank of a group) has started, at most `timeout_s` seconds."""
+        import ray
+        from ray.exceptions import GetTimeoutError
+
+        from librarian.cluster.topology import TopologyError
+
+        try:
+            ray.get(self.learner.pid.remote(), timeout=timeout_s)
+        except GetTimeoutError as exc:
+            raise TopologyError(f"the learner did not start within {timeout_s:g} s (rollout.start_timeout_s): "
+                                f"Ray could not place it, or loading its model took longer; raise the key or "
+                                f"check `ray status`") from exc
 
     @property
     def version(self) -> int:
@@ -87,7 +112,7 @@ class RLSession:
         return self.sync.version
 
     def publish(self) -> int:
-        """The learner's current weights into the object store for the workers; their version."""
+        """The learner's current weights to the workers (the object store, or a broadcast); their version."""
         return self.sync.publish(self.learner)
 
     def call(self, method: str, *args: Any) -> Any:
@@ -100,6 +125,9 @@ class RLSession:
         """Stop the pools and the learner, release the placement group; shut Ray down if this session started it."""
         import ray
 
+        sync = getattr(self, "sync", None)
+        if sync is not None and self.learner is not None:
+            sync.close()
         for pool in (self.probes, self.rollouts):
             if pool is not None:
                 pool.close()

@@ -38,6 +38,8 @@ class LoopConfig:
     constrained: bool = False  # sample every turn under the tool-call grammar of the role's tools
     free_text: bool = False  # under a grammar: a short thought may come before the calls
     grammar_enums: tuple[tuple[str, tuple[str, ...]], ...] = ()  # argument name -> allowed values (paths)
+    compact_listing: bool = False  # list the compact signatures even when not constrained: a scripted SFT
+    # teacher must see the prompt its constrained student will see
     tool_listing: str = "schema"  # how the system turn lists the tools: schema (the backend's JSON schemas) |
     # signatures (one short line a tool, written here; the backend gets no schemas; compact under a grammar)
 
@@ -54,7 +56,7 @@ class LoopConfig:
         from librarian.models.chat import with_tools_in_system
 
         shown = list(tools)
-        if self.constrained:  # the arguments the grammar lets the policy write (e.g. no `text`)
+        if self.constrained or self.compact_listing:  # the arguments the grammar lets the policy write
             from librarian.models.constrained import compact_schema
 
             shown = [{**t, "function": {**t["function"], "parameters": compact_schema(

@@ -8,7 +8,6 @@ worker and about 2 s on two.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 import pytest
@@ -29,16 +28,6 @@ class Waiter:
     def work(self, item: int) -> tuple[int, int]:
         time.sleep(self.seconds)
         return item * item, os.getpid()
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
-             log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
 
 
 def _timed(workers: int) -> tuple[float, list]:

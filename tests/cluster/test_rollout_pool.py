@@ -19,14 +19,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 MARKERS = Path(tempfile.mkdtemp(prefix="crash"))
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=4, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
-             log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
+RAY_CPUS = 4  # the `ray_session` fixture (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

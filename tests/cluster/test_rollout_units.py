@@ -150,3 +150,18 @@ def test_constrained_builds_name_only_existing_folders_and_documents(corpus):
     cited = [s for c in calls if c["name"] == "create_file" for s in c["arguments"].get("sources", [])]
     assert set(listed) <= folders and set(cited) <= documents
     assert listed or cited  # the check saw calls it constrains
+
+
+def test_a_teacher_for_a_constrained_student_sees_the_compact_signatures(corpus):
+    """The SFT teacher is not sampled under the grammar, but its prompt must be the one its constrained student
+    will be given (compact signatures: no `text` argument), or SFT trains on another prompt."""
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
+
+    spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=3, constrained=True, content_executor="extractive",
+                                tool_listing="signatures")
+    worker = BuilderRolloutWorker(spec, RewardConfig(every=2, max_probes=0))
+    rec = worker.run(BuildJob("t0", corpus.corpus_id, corpus.docs, group_size=1, greedy=True,
+                              teacher="librarian_builder_compact"))[0]
+    prompt = worker.backend.tokenizer.decode(rec.trajectory.turns[0].prompt_ids)
+    assert "create_file(path: string, instruction?: string, sources: list of string)" in prompt
+    assert "text?: string" not in prompt

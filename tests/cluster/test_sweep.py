@@ -8,7 +8,6 @@ Trainables are closures made inside the tests, so Ray pickles them by value.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 
 import pytest
@@ -19,16 +18,6 @@ from librarian.cluster import tune_sweep as ts
 from librarian.tracking import Tracker, metric_history, step_listeners
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
-             log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
 
 
 # --- step listeners (the tracking layer's hook) ---------------------------------------------------------------

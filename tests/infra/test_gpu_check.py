@@ -10,7 +10,8 @@ import subprocess
 from tests.infra.cmdcheck import ROOT
 
 SCRIPT = ROOT / "scripts/gpu_check.sh"
-CHECKS = {"vllm_hf_parity", "lora_sync", "full_sync_ipc", "full_sync_nccl", "train_builder_vllm", "deepspeed_bf16"}
+CHECKS = {"vllm_hf_parity", "lora_sync", "full_sync_ipc", "full_sync_nccl", "train_builder_vllm", "train_builder_nccl",
+          "deepspeed_bf16"}
 
 
 def test_the_script_is_valid_bash_and_executable():

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -237,16 +236,6 @@ def test_summary_table_and_plot(tmp_path):
 
 
 # --- end to end: the smoke sweep on local Ray, MLflow server -----------------------------------------------
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
-             log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.fixture(scope="module")
 def smoke(ray_session, mlflow_server, tmp_path_factory):  # noqa: F811 - the imported fixture
     from librarian.pipelines.ablate import run

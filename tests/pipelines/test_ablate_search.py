@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,16 +55,6 @@ def toy(cfg: ToyConfig) -> dict:
             tracker.log_metrics({"reward": history[-1]["reward"]}, step)
             time.sleep(cfg.step_s)
     return {"reward": history[-1]["reward"], "history": history, "lr": cfg.lr}
-
-
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
-             log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
 
 
 def sweep(out: Path, *args: str) -> dict:

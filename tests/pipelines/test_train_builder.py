@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections import Counter
 
 import pytest
@@ -29,14 +28,7 @@ BASE = ["rollout.options={model: tiny}", "rollout.cpus_per_worker=0.5", "ray.lea
         "rollout.hint_every=2", "probe.budget=4"]
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=4, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
-             log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
+RAY_CPUS = 4  # the `ray_session` fixture (tests/conftest.py)
 
 
 def _run(args):

@@ -209,5 +209,7 @@ def test_signature_listing_under_a_grammar_shows_the_compact_arguments_only():
     assert "create_file(path: string, instruction?: string, sources: list of string)" in compact[0][0]["content"]
     same, kept = LoopConfig().listed(prompts, tools)
     assert same is prompts and kept is tools
+    teacher, _ = LoopConfig(tool_listing="signatures", compact_listing=True).listed(prompts, tools)
+    assert teacher == compact  # an SFT teacher (not sampled under the grammar) sees its student's prompt
     with pytest.raises(ValueError, match="tool_listing"):
         LoopConfig(tool_listing="yaml")
