@@ -155,14 +155,12 @@ def test_an_engine_gets_the_gpus_its_parallel_size_needs(monkeypatch):
     assert engine_world({"tensor_parallel_size": 2}, single_process=False) == 2
 
 
-def test_inprocess_mode_without_vllm_says_what_to_use():
-    import importlib.util
-
+def test_inprocess_mode_without_vllm_says_what_to_use(monkeypatch):
+    from librarian.models import vllm_backend
     from librarian.models.vllm_backend import VLLMBackend
     from librarian.models.vllm_models import tiny_llama_folder
 
-    if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("vLLM is importable in this environment")
+    monkeypatch.setattr(vllm_backend, "_vllm_importable", lambda: False)  # as in an interpreter without vLLM
     folder = tiny_llama_folder(seed=0, root=ROOT / "build" / "models")
     with pytest.raises(BackendError, match="mode='inprocess' needs vLLM importable.*mode='subprocess'"):
         VLLMBackend(folder, mode="inprocess")
