@@ -24,7 +24,9 @@ paths in the hierarchical store are often longer than the grammar's generic
 path pattern allows, and a sampled path then always exists. Teacher turns
 are the scripted policy's text and are never constrained
 (`TeacherBackend.honours_grammar` is False, and the loop is not constrained
-for teacher jobs).
+for teacher jobs); for a constrained student the JAM researcher teacher
+writes in the compact layout, so each of its turns is a sentence of the
+grammar its student samples under (`loop_config` of the student's job).
 
 The worker shares `BuilderRolloutWorker`'s surface and weight loading (`pid`,
 `policy_version`, `load`, `sync`), so the `RolloutPool`, the learner and
@@ -177,22 +179,44 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         """How many workspaces are cached and how many were rebuilt (tests check one rebuild per hash)."""
         return {"cached": len(self.contexts), "rebuilt": self.rebuilt}
 
-    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = ()) -> list:
-        """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
-        evaluation, seeded by the job, policy turns under the tools' grammar when `constrained` (`paths`: the
-        values `path` and `sources` may take; empty: any path-like string); then the injected crash point."""
+    def loop_config(self, job: Any, paths: tuple[str, ...] = ()) -> Any:
+        """The episode loop's settings for `job`: its sampling (greedy at evaluation, seeded by the job), and
+        the tools' grammar when `constrained` (`path` held to '' and `paths`, `sources` to `paths`; empty: any
+        path-like string) unless a scripted teacher plays it (it still sees the compact listing)."""
         from librarian.models.base import SamplingParams
-        from librarian.roles import LoopConfig, run_episodes
+        from librarian.roles import LoopConfig
 
         spec: ResearcherRolloutConfig = self.spec  # type: ignore[assignment]
-        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
+        return LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
                                          seed=job.seed),
                           constrained=spec.constrained and not job.teacher, compact_listing=spec.constrained,
                           free_text=spec.free_text,
                           grammar_enums=(("path", ("", *paths)), ("sources", paths)) if paths else ())
-        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
-        trajectories = run_episodes(envs, backend, role, loop)
+
+    def teacher(self, job: Any) -> TeacherBackend:
+        """The job's scripted teacher; for a constrained student the JAM researcher writes only turns its
+        grammar accepts (`ScriptedResearcher(compact=True)`)."""
+        from librarian.models.scripted_researcher import ScriptedResearcher
+        from librarian.roles.researcher_tools import JAM_RESEARCHER
+
+        spec: ResearcherRolloutConfig = self.spec  # type: ignore[assignment]
+        if job.teacher != JAM_RESEARCHER or not spec.constrained:
+            return TeacherBackend(job.teacher, self.backend)
+        policy = ScriptedResearcher(max_calls=min(ScriptedResearcher.max_calls, spec.max_calls_per_turn),
+                                    compact=True, free_text=spec.free_text)
+        backend = TeacherBackend(policy, self.backend)  # type: ignore[arg-type]
+        backend.name = f"teacher:{job.teacher}"
+        return backend
+
+    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = ()) -> list:
+        """The job's environments in one batched episode loop (the teacher's or the policy's) under
+        `loop_config(job, paths)`; then the injected crash point."""
+        from librarian.roles import run_episodes
+
+        spec: ResearcherRolloutConfig = self.spec  # type: ignore[assignment]
+        backend = self.teacher(job) if job.teacher else self.backend
+        trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths))
         if spec.crash.should_crash(job.job_id, job.group_size):
             spec.crash.crash(job.job_id)
         return trajectories

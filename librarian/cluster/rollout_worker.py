@@ -283,23 +283,30 @@ class BuilderRolloutWorker:
         if self.spec.crash.should_crash(job.job_id, 0):
             self.spec.crash.crash(job.job_id)
 
-    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = (),
-                 folders: tuple[str, ...] = ()) -> list:
-        """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
-        evaluation, seeded by the job; then the injected crash point after the work. Under the grammar
-        `sources` may name only `paths` (the raw documents) and `list` only `folders` (those that exist)."""
+    def loop_config(self, job: Any, paths: tuple[str, ...] = (), folders: tuple[str, ...] = ()) -> Any:
+        """The episode loop's settings for `job`: its sampling, and the grammar (`sources` held to `paths`,
+        `list` to `folders`) unless a scripted teacher plays it (the teacher still sees the compact listing)."""
         from librarian.models.base import SamplingParams
-        from librarian.roles import LoopConfig, run_episodes
+        from librarian.roles import LoopConfig
 
         spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
-        loop = LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
+        return LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
                                          temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
                                          seed=job.seed),
                           constrained=spec.constrained and not job.teacher, compact_listing=spec.constrained,
                           grammar_enums=tuple((k, v) for k, v in (("sources", paths), ("list.path", folders)) if v),
                           tool_listing=spec.tool_listing)
+
+    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = (),
+                 folders: tuple[str, ...] = ()) -> list:
+        """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
+        evaluation, seeded by the job; then the injected crash point after the work. Under the grammar
+        `sources` may name only `paths` (the raw documents) and `list` only `folders` (those that exist)."""
+        from librarian.roles import run_episodes
+
+        spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
         backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
-        trajectories = run_episodes(envs, backend, role, loop)
+        trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths, folders))
         if spec.crash.should_crash(job.job_id, job.group_size):
             spec.crash.crash(job.job_id)
         return trajectories

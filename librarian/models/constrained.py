@@ -37,6 +37,8 @@ OMIT_OPTIONAL = ("text",)
 PATH_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,47}$"  # what a path argument may look like under a grammar
 PATH_KEYS = ("path", "sources", "children", "target", "targets")
 FREE_TEXT_CHARS = 160  # a short thought; longer ones eat the token budget before the calls
+ARGUMENT_CAPS = {"context": 160}  # string arguments that carry content, not a name: a longer cap than MAX_STRING
+# (the researcher's `finalize.context` hands its findings over in one or two sentences)
 
 
 def _xgr() -> Any:
@@ -49,10 +51,11 @@ def _xgr() -> Any:
 
 
 def compact_schema(schema: dict[str, Any], max_string: int = MAX_STRING, max_items: int = MAX_ITEMS,
-                   omit: Sequence[str] = OMIT_OPTIONAL, enums: Mapping[str, Sequence[str]] | None = None
-                   ) -> dict[str, Any]:
-    """A copy of a JSON schema with optional `omit` properties dropped, strings/arrays capped, path-like
-    properties (`PATH_KEYS`) held to `PATH_PATTERN`, and properties named in `enums` held to those values."""
+                   omit: Sequence[str] = OMIT_OPTIONAL, enums: Mapping[str, Sequence[str]] | None = None,
+                   caps: Mapping[str, int] = ARGUMENT_CAPS) -> dict[str, Any]:
+    """A copy of a JSON schema with optional `omit` properties dropped, strings/arrays capped (`max_string`,
+    or `caps[name]` for the string properties it names), path-like properties (`PATH_KEYS`) held to
+    `PATH_PATTERN`, and properties named in `enums` held to those values."""
     out = copy.deepcopy(schema)
     enums = enums or {}
 
@@ -84,6 +87,8 @@ def compact_schema(schema: dict[str, Any], max_string: int = MAX_STRING, max_ite
             for name, child in props.items():
                 restrict(name, child)
                 walk(child)
+                if name in caps and isinstance(child, dict) and child.get("type") == "string" and "maxLength" in child:
+                    child["maxLength"] = int(caps[name])
         for key in ("items", "anyOf", "oneOf", "allOf"):
             child = node.get(key)
             for c in child if isinstance(child, list) else [child]:
@@ -152,8 +157,9 @@ def tool_call_grammar(tools: Sequence[ToolSchema], max_calls: int = 1, free_text
     if max_calls < 1:
         raise BackendError(f"max_calls must be >= 1, got {max_calls}")
     enums_json = json.dumps({k: list(v) for k, v in sorted((enums or {}).items())})
-    return _grammar(json.dumps(list(tools), sort_keys=True), int(max_calls), bool(free_text), bool(compact),
-                    enums_json)
+    # not sort_keys: a JSON-schema grammar lays the arguments out in the order their schema lists them, which
+    # is the order the tool listing shows and a scripted teacher writes them in
+    return _grammar(json.dumps(list(tools)), int(max_calls), bool(free_text), bool(compact), enums_json)
 
 
 class GrammarCompiler:

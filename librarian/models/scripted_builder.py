@@ -153,7 +153,7 @@ def index_action(keys: list[KeyIndex], attempted: set[str], everything: list, le
             return tool_call_text("create_file", path=full, text=k.text, sources=[p for p, _ in k.lines])
         if one not in attempted:
             return tool_call_text("create_file", path=one, text=k.one[1], sources=[k.one[0]])
-        return tool_call_text("merge_files", children=[full, one], path=parent, text=k.title)
+        return tool_call_text("merge_files", path=parent, children=[full, one], text=k.title)
     return None
 
 
@@ -164,12 +164,13 @@ INSTRUCTION_CHARS = 40  # `models.constrained.MAX_STRING`
 def compact_plan(k: KeyIndex, items: int = COMPACT_ITEMS) -> list[tuple[str, list[str]]] | None:
     """(path, sources) of a key index's files in the compact layout, or None when it needs too many.
 
-    The first file holds one member's key sentence (the linked single fact that tells the scripted
-    KBGym reader the index is complete), the others the remaining sentences `items` at a time; a
-    `merge_files` of them (at most `items` children) under `index/<key>` follows.
+    The sentences go in the order the listing shows them (by path), so a policy that learns the plan reads
+    the listing top down: the first file holds the first member's key sentence (the linked single fact
+    that tells the scripted KBGym reader the index is complete), the others the remaining sentences
+    `items` at a time; a `merge_files` of them (at most `items` children) under `index/<key>` follows.
     """
-    rest = [p for p, _ in k.lines if p != k.one[0]]
-    chunks = [[k.one[0]]] + [rest[i:i + items] for i in range(0, len(rest), items)]
+    first, *rest = sorted(p for p, _ in k.lines)
+    chunks = [[first]] + [rest[i:i + items] for i in range(0, len(rest), items)]
     if len(chunks) > items:
         return None
     return [(f"index/{k.slug}-{n}.md", ps) for n, ps in enumerate(chunks)]
@@ -191,7 +192,7 @@ def compact_action(keys: list[KeyIndex], everything: list, left: int) -> str | N
             if len(todo) == len(plan) and left < len(plan) + 1:  # the whole index must fit (its merge the
                 continue  # last action at worst: a budget that runs out ends the build as `stop` would)
             return tool_call_text("create_file", path=todo[0][0], sources=todo[0][1])
-        return tool_call_text("merge_files", children=[p for p, _ in plan], path=parent,
+        return tool_call_text("merge_files", path=parent, children=[p for p, _ in plan],
                               instruction=k.title[:INSTRUCTION_CHARS])
     return None
 
@@ -276,7 +277,7 @@ class HeuristicBuilder:
         made = [p for p in (f"topic-{_slug(w)}.md" for w in topics) if p in created]
         if len(made) >= 2 and not any(e.name == "merge_files" for e in everything):
             summary = "Topics in this workspace: " + ", ".join(w for w in topics)
-            return tool_call_text("merge_files", children=made, path="topics", text=summary)
+            return tool_call_text("merge_files", path="topics", children=made, text=summary)
         return tool_call_text("stop")
 
 

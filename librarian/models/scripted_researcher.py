@@ -21,6 +21,16 @@ any memory window that keeps the request) and:
   line names one) or in any file when the request names nobody. A forced
   final turn finalizes what it has (best effort).
 
+`compact=True` is the SFT teacher of a student that samples under the
+tools' grammar (`models.constrained`, compact layout): each turn is a
+sentence of that grammar, the calls one a line, the thought short and
+without '<'; queries are the request's content words within 40 characters
+(`MAX_STRING`), and `finalize` gets the best evidence sentence (trimmed to
+160 characters from its key, `ARGUMENT_CAPS["context"]`) and at most 4
+(`MAX_ITEMS`) sources, the
+files with the strongest evidence (a memo only when its session is not
+cited itself).
+
 It never sees an answer; it is the baseline and teacher for the researcher.
 """
 
@@ -34,6 +44,7 @@ from dataclasses import dataclass, field
 
 from librarian.models.base import Message, ToolSchema
 from librarian.models.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+from librarian.models.constrained import ARGUMENT_CAPS, FREE_TEXT_CHARS, MAX_ITEMS, MAX_STRING
 from librarian.models.scripted import observation_text
 
 RELATIONS = ("mother", "father", "spouse", "friend", "sister", "brother", "son", "daughter", "wife", "husband")
@@ -104,8 +115,42 @@ def request_of(messages: Sequence[Message]) -> str:
 
 
 def call_text(calls: list[tuple[str, dict]]) -> str:
-    return "".join(f"{TOOL_CALL_OPEN}{json.dumps({'name': n, 'arguments': a}, ensure_ascii=False)}{TOOL_CALL_CLOSE}"
+    """The calls, one a line (the tool-call grammar puts a newline between two calls)."""
+    return "\n".join(f"{TOOL_CALL_OPEN}{json.dumps({'name': n, 'arguments': a}, ensure_ascii=False)}{TOOL_CALL_CLOSE}"
                    for n, a in calls)
+
+
+def clip_words(text: str, limit: int = MAX_STRING) -> str:
+    """`text` as a string the compact grammar takes: one line, no '"' or '\\' (a capped string has no
+    escapes), cut at a word boundary to at most `limit` characters."""
+    text = " ".join(text.replace('"', "'").replace("\\", "/").split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit + 1].rsplit(" ", 1)[0] if " " in text[: limit + 1] else text[:limit]
+    return cut.rstrip(" ,;:-")
+
+
+def short_query(request: str, keys: Sequence[str], limit: int = MAX_STRING) -> str:
+    """The request as a query of at most `limit` characters: itself when short enough, else its content
+    words in order (keys first when even those do not fit)."""
+    flat = clip_words(request, len(request))
+    if len(flat) <= limit:
+        return flat
+    words = [w for w in (x.strip("'\u2019") for x in re.findall(r"[^\s?!.,:;()]+", flat))
+             if w and w.lower() not in _QUESTION_WORDS]
+    if len(" ".join(words)) > limit:
+        in_keys = {w for k in keys for w in k.split()}
+        words = [*(w for k in keys for w in k.split()), *(w for w in words if _possessive(w) not in in_keys)]
+    out: list[str] = []
+    for w in words:
+        if len(" ".join([*out, w])) <= limit and w not in out:
+            out.append(w)
+    return " ".join(out) or clip_words(flat, limit)
+
+
+_RELATION = re.compile(rf"\b(?:{'|'.join(RELATIONS)})\b", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_SPEAKER = re.compile(r"^[A-Z][\w'\u2019 -]{0,40}: ")
 
 
 @dataclass
@@ -120,8 +165,10 @@ class _State:
     candidates: list[str] = field(default_factory=list)
     more_pages: list[tuple[str, int]] = field(default_factory=list)
     evidence: dict[str, list[str]] = field(default_factory=dict)
-
+    provenance: dict[str, list[str]] = field(default_factory=dict)  # a browsed file's sources
     terms: frozenset[str] = frozenset()
+    asked: int = 0  # how many keys the request itself names (the rest were found as the relative)
+    query: str = ""  # what it searches and browses for: the request, or its short form (compact)
 
     def names_key(self, text: str) -> bool:
         low = text.lower()
@@ -139,11 +186,12 @@ class _State:
             items.append(item)
 
 
-def _parse(messages: Sequence[Message]) -> _State:
+def _parse(messages: Sequence[Message], compact: bool = False) -> _State:
     request = request_of(messages)
     keys = request_keys(request)
     rel = next((r for r in RELATIONS if re.search(rf"\b{r}\b", request, re.I)), None)
-    st = _State(request, keys, rel, terms=request_terms(request, keys))
+    st = _State(request, keys, rel, terms=request_terms(request, keys), asked=len(keys),
+                query=short_query(request, keys) if compact else request)
     for i, m in enumerate(messages):
         if m["role"] != "assistant":
             continue
@@ -200,54 +248,162 @@ def _mine(st: _State, part: str, calls: list[tuple[str, dict]]) -> None:
         lines = part.splitlines()[1:]
         prov = next((ln for ln in lines if ln.startswith("provenance: ")), None)
         if prov:
-            for src in prov[len("provenance: "):].split(", "):
+            st.provenance[path] = prov[len("provenance: "):].split(", ")
+            for src in st.provenance[path]:
                 st.add(st.candidates, src)
         numbered = [ln.split(": ", 1) for ln in lines if re.match(r"^\d+: ", ln)]
         about = not st.keys or st.names_key(path) or any(n == "1" and st.names_key(ln) for n, ln in numbered)
         hits = [ln for _, ln in numbered if st.names_key(ln) or (about and st.shares_terms(ln))]
         if hits:
             st.evidence.setdefault(path, []).extend(hits)
-            if st.relation:
-                for ln in hits:
-                    for name in re.findall(rf"\b{st.relation} ({_NAME})", ln, re.I):
+            if st.relation:  # the relative one asked about names (a name is capitalised)
+                asked = st.keys[: st.asked]
+                for speaker, x in (sx for ln in hits for sx in _sentences(ln)):
+                    if speaker and not _speaks(speaker, asked) and not any(_key_pattern(k).search(x.lower())
+                                                                            for k in asked):
+                        continue  # someone else's relative
+                    for name in re.findall(rf"\b(?i:{st.relation}) ({_NAME})", x):
                         if name not in st.keys:
                             st.keys.append(_possessive(name))
 
 
+def _speaks(speaker: str, keys: Sequence[str]) -> bool:
+    """Whether `speaker` (a full name, or a first name in a memo) is one of `keys`."""
+    return any(speaker in (k, k.split()[0]) for k in keys)
+
+
+@functools.lru_cache(maxsize=4096)
+def _terms(text: str) -> frozenset[str]:
+    from librarian.search.analysis import analyze  # the search index's terms (Porter stems: lives ~ live)
+
+    return frozenset(analyze(text))
+
+
+def _sentences(line: str) -> list[tuple[str, str]]:
+    """(speaker, sentence) of a line: a sentence opening with "Name: " sets the speaker of those after it."""
+    out, speaker = [], ""
+    for x in _SENTENCE.split(line.strip()):
+        if m := _SPEAKER.match(x):
+            speaker, x = m[0][:-2], x[m.end():]
+        out.append((speaker, x))
+    return out
+
+
+class _Evidence:
+    """The evidence by raw source: a memo and the session it came from are one source (`cite` names it
+    by the session when that was browsed), ranked and mined for the sentence that answers."""
+
+    def __init__(self, st: _State) -> None:
+        self.st = st
+        self.found = st.keys[st.asked:]  # the relatives found
+        asked = _terms(" ".join(st.keys)) | _terms(" ".join(_QUESTION_WORDS))
+        self.terms = _terms(st.request) - asked
+        self.answer_terms = self.terms - (_terms(st.relation or "") if self.found else frozenset())
+        self.groups: dict[str, list[str]] = {}
+        for f in st.evidence:
+            srcs = st.provenance.get(f, [])
+            self.groups.setdefault(srcs[0] if len(srcs) == 1 else f, []).append(f)
+        texts = {g: " ".join(ln for f in fs for ln in st.evidence[f]) for g, fs in self.groups.items()}
+        seen: dict[str, int] = {}
+        for text in texts.values():
+            for t in _terms(text) - asked:
+                seen[t] = seen.get(t, 0) + 1
+        self.rare = {t for t, n in seen.items() if n == 1}
+        self.rank = sorted(self.groups, key=lambda g: self.score(texts[g], self.terms), reverse=True)
+        self.shared = {g: len(self.terms & _terms(text)) for g, text in texts.items()}  # e.g. the session's date
+
+    def score(self, text: str, terms: frozenset[str]) -> tuple[int, ...]:
+        """Names a key (or the request names nobody), names the relative found, terms shared, rare terms."""
+        low, words = text.lower(), _terms(text)
+        named = self.st.names_key(text) if self.st.keys else True
+        found = any(_key_pattern(k).search(low) for k in self.found)
+        return (int(named), int(found), len(terms & words), len(self.rare & words))
+
+    def cite(self, limit: int = MAX_ITEMS) -> list[str]:
+        """The `limit` strongest sources, each by its raw session when that was browsed, else by its file."""
+        return [g if g in self.st.evidence else self.groups[g][0] for g in self.rank[:limit]]
+
+    def sentence(self, limit: int = MAX_STRING) -> str:
+        """The strongest sentence (with its speaker when only the speaker names a key), cut to `limit`
+        characters from its key: it names a key (the relative found), shares terms, names nobody else, states
+        no relation (when more is asked), is said by the one asked about, then its source's shared terms (a
+        date), its rare terms, the rank."""
+        best, top = "", None
+        for rank, g in enumerate(self.rank):
+            for f in self.groups[g]:
+                for speaker, x in (sx for ln in dict.fromkeys(self.st.evidence[f]) for sx in _sentences(ln)):
+                    named, found, _, rare = self.score(f"{speaker}: {x}", frozenset())
+                    others = [n for n in _NAME_RE.findall(x) if not self.st.names_key(n)]
+                    own = int(not others and speaker != "People")
+                    spoken = int(_speaks(speaker, self.found or self.st.keys))
+                    plain = int(not (self.answer_terms and _RELATION.search(x)))  # an attribute, not a relation
+                    score = (named, found, len(self.answer_terms & _terms(x)), own, plain, spoken, self.shared[g], rare,
+                             -rank)
+                    if top is None or score > top:
+                        best, top = (x if self.st.names_key(x) or not speaker else f"{speaker}: {x}"), score
+        if not best:
+            return "(nothing relevant found)"
+        if len(best) > limit:
+            low = best.lower()
+            at = [m.start() for k in [*self.found, *self.st.keys] if (m := _key_pattern(k).search(low))]
+            best = best[at[0]:] if at and len(best) - at[0] >= limit // 2 else best
+            if len(best) > limit and ": " in best[:limit]:  # a long speaker: the first name says who
+                who, rest = best.split(": ", 1)
+                best = f"{who.split()[0]}: {rest}"
+        return clip_words(best, limit)
+
+
 @dataclass
 class ScriptedResearcher:
-    """The scripted researcher as a policy `(messages, tools) -> assistant message`."""
+    """The scripted researcher as a policy `(messages, tools) -> assistant message`.
+
+    `compact`: every turn a sentence of the compact tool-call grammar (see the module docstring);
+    `free_text`: a short thought comes before the calls."""
 
     max_calls: int = 4
     max_pages: int = 3
+    compact: bool = False
+    free_text: bool = True
     __name__ = "jam_researcher"
 
     def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
-        st = _parse(messages)
+        st = _parse(messages, self.compact)
         forced = bool(tools) and len(tools) == 1  # the loop's forced turn offers only finalize
         plan: list[tuple[str, dict]] = [] if forced else self._explore(st)
         if plan:
-            think = f"Think: looking for {', '.join(st.keys) or 'the request'}; {len(st.candidates)} candidate(s)."
-            return think + "\n" + call_text(plan)
-        context = "\n".join(f"{p}: {ln}" for p, lines in st.evidence.items() for ln in dict.fromkeys(lines))
+            return self._turn(f"Think: looking for {', '.join(st.keys) or 'the request'}; "
+                              f"{len(st.candidates)} candidate(s).", plan)
         reflect = "Reflect: nothing left to explore." if not forced else "Reflect: out of rounds."
-        return reflect + "\n" + call_text([("finalize", {"context": context or "(nothing relevant found)",
-                                                        "sources": list(st.evidence),
-                                                        "sufficient": bool(st.evidence) and not forced})])
+        sufficient = bool(st.evidence) and not forced
+        if self.compact:
+            ev = _Evidence(st)
+            final = {"context": ev.sentence(ARGUMENT_CAPS["context"]), "sources": ev.cite(), "sufficient": sufficient}
+        else:
+            context = "\n".join(f"{p}: {ln}" for p, lines in st.evidence.items() for ln in dict.fromkeys(lines))
+            final = {"context": context or "(nothing relevant found)", "sources": list(st.evidence),
+                     "sufficient": sufficient}
+        return self._turn(reflect, [("finalize", final)])
+
+    def _turn(self, thought: str, calls: list[tuple[str, dict]]) -> str:
+        """The thought (one the grammar allows: short, no '<') on its own line, then the calls."""
+        if not self.free_text:
+            return call_text(calls)
+        return clip_words(thought.replace("<", " "), FREE_TEXT_CHARS - 1) + "\n" + call_text(calls)
 
     def _explore(self, st: _State) -> list[tuple[str, dict]]:
         plan: list[tuple[str, dict]] = []
         if "" not in st.opened:
             plan.append(("open", {"path": ""}))
-        if (st.request, 1) not in st.searched:
-            plan.append(("search", {"query": st.request, "page": 1}))
+        if (st.query, 1) not in st.searched:
+            plan.append(("search", {"query": st.query, "page": 1}))
         for key in st.keys:
+            key = clip_words(key) if self.compact else key
             if (key, 1) not in st.searched:
                 plan.append(("search", {"query": key, "page": 1}))
         for query, page in st.more_pages:
             if page <= self.max_pages and (query, page) not in st.searched:
                 plan.append(("search", {"query": query, "page": page}))
         plan += [("open", {"path": f}) for f in st.folders if f not in st.opened]
-        plan += [("browse", {"path": c, "query": st.request}) for c in st.candidates if c not in st.browsed]
+        plan += [("browse", {"path": c, "query": st.query}) for c in st.candidates if c not in st.browsed]
         unique = list({json.dumps(c, sort_keys=True): c for c in plan}.values())
         return unique[: self.max_calls]

@@ -63,8 +63,8 @@ CREATE_FILE = Tool(
 MERGE_FILES = Tool(
     "builder.merge_files", "merge_files",
     "Write a summary file at a path that links the given synthetic files and nests them under it.",
-    params(["children", "path"], children={**_PATHS, "description": "synthetic files to merge"},
-           path={**STRING, "description": "path of the summary file"},
+    params(["children", "path"], path={**STRING, "description": "path of the summary file"},
+           children={**_PATHS, "description": "synthetic files to merge"},
            text={**STRING, "description": "the summary's content (left out: the content executor writes it)"},
            instruction={**STRING, "description": "what the content executor should focus on (without text)"}),
     _B, _merge)

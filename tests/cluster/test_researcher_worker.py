@@ -140,3 +140,53 @@ def test_pool_runs_researcher_workers_with_the_workspace_in_the_object_store(mem
             assert ray.get(pool.workers[0].cache_info.remote())["rebuilt"] == 1
     finally:
         ray.shutdown()
+
+
+def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
+    """SFT teaches the teacher's text; GRPO samples under the grammar. On the learning preset's task every
+    turn the SFT teacher writes (the calls, the thought, the finalize, the forced one included) must be one
+    the student's grammar accepts, and the teacher must still find the gold sessions and the answer."""
+    import xgrammar as xgr
+
+    from librarian.cluster.researcher_worker import workspace_paths
+    from librarian.cluster.rollout_worker import snapshot
+    from librarian.config import load_config
+    from librarian.models.constrained import compiler_for
+    from librarian.pipelines.researcher_config import TrainResearcherConfig
+    from librarian.pipelines.researcher_data import build_stores, load_task
+    from librarian.pipelines.researcher_steps import canonical_ref, verify
+    from librarian.roles.definitions import jam_researcher
+    from librarian.roles.researcher import ResearchEnv
+
+    cfg = load_config(TrainResearcherConfig, [], config_file="configs/researcher_learning.yaml")
+    task, train, _ = load_task(cfg)
+    ws = build_stores(cfg, task)[0].workspace
+    r = cfg.rollout
+    spec = ResearcherRolloutConfig(options={"model": "tiny"}, budget=r.budget, max_calls_per_turn=r.max_calls_per_turn,
+                                   max_new_tokens=r.max_new_tokens, hint_every=0, torch_threads=1,
+                                   constrained=True, free_text=r.free_text, enum_paths=r.enum_paths)
+    worker = ResearcherRolloutWorker(spec, ResearchSearchConfig(cfg.search.mode, cfg.search.embedder,
+                                                                cfg.search.snippet_chars))
+    data, digest = snapshot(ws), ws.content_hash()
+    chosen = train[: cfg.sft.questions]
+    jobs = [ResearchJob(f"sft-{q.id}", "mg", q.id, q.question, group_size=1, greedy=True, teacher=cfg.sft.teacher,
+                        budget=cfg.sft.budget, data=data, digest=digest) for q in chosen]
+    jobs.append(replace(jobs[-1], job_id="short", budget=spec.budget))  # the student's budget: a forced finalize
+    records = [rec for job in jobs for rec in worker.run(job)]
+    role = jam_researcher(budget=spec.budget, max_calls_per_turn=spec.max_calls_per_turn)
+    env = ResearchEnv(role, worker.context(jobs[0]), chosen[0].question)
+    tools = env.reset().tools
+    loop = worker.loop_config(replace(jobs[0], teacher="", greedy=False), workspace_paths(ws))
+    compiler = compiler_for(worker.backend.tokenizer)
+    grammars = {False: compiler.compile(loop.grammar(tools, role)),
+                True: compiler.compile(loop.grammar(env.answer_tools(), role, max_calls=1))}
+    turns = [t for rec in records for t in rec.trajectory.turns]
+    assert any(t.forced for t in turns) and any(len(t.calls) > 1 for t in turns)
+    assert any(c["name"] == "finalize" for t in turns if not t.forced for c in t.calls)
+    for t in turns:
+        matcher = xgr.GrammarMatcher(grammars[t.forced])
+        assert matcher.accept_string(t.text) and matcher.is_completed(), f"the grammar refuses the teacher's {t.text!r}"
+    longest = max(len(t.response_ids) for t in turns)  # the student must be able to write it in one turn
+    assert longest <= spec.max_new_tokens, f"a teacher turn takes {longest} tokens, over max_new_tokens"
+    kept = verify(records[:-1], {q.id: q for q in chosen}, canonical_ref(ws))
+    assert kept.teacher_recall >= 0.9 and len(kept.trajectories) >= 7  # the answer in its short context

@@ -165,3 +165,40 @@ def test_a_teacher_for_a_constrained_student_sees_the_compact_signatures(corpus)
     prompt = worker.backend.tokenizer.decode(rec.trajectory.turns[0].prompt_ids)
     assert "create_file(path: string, instruction?: string, sources: list of string)" in prompt
     assert "text?: string" not in prompt
+
+
+def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar():
+    """SFT teaches the teacher's text; GRPO samples under the grammar. A teacher turn the grammar cannot
+    produce (arguments in another order, a path it refuses) trains the student on calls it will never make:
+    on the headroom preset's task every teacher turn, the key index's merge included, must be accepted."""
+    import xgrammar as xgr
+
+    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
+    from librarian.config import load_config
+    from librarian.models.constrained import compiler_for
+    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder_corpora import task_corpora
+    from librarian.roles import ToolContext, ToolEnv, librarian_builder
+    from librarian.workspace import Workspace
+
+    cfg = load_config(TrainBuilderConfig, [], config_file="configs/learning_builder.yaml")
+    corpus = task_corpora(cfg.data, exam=False)[1][0]
+    spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=cfg.rollout.budget, constrained=True,
+                                content_executor="extractive", tool_listing="signatures",
+                                listing_lines=cfg.rollout.listing_lines)
+    worker = BuilderRolloutWorker(spec, RewardConfig(every=1, max_probes=0))
+    rec = worker.run(BuildJob("t0", corpus.corpus_id, corpus.docs, group_size=1, greedy=True,
+                              teacher="librarian_builder_compact"))[0]
+    role = librarian_builder(budget=spec.budget)
+    ws = Workspace.from_documents(corpus.docs)
+    tools = ToolEnv(role, ToolContext(ws), "").reset().tools
+    paths = tuple(n.path for n in ws if n.kind == "raw")
+    student = BuildJob("s0", corpus.corpus_id, corpus.docs, group_size=1, greedy=True)
+    grammar = worker.loop_config(student, paths, ("",)).grammar(tools, role)
+    compiled = compiler_for(worker.backend.tokenizer).compile(grammar)
+    texts = [t.text for t in rec.trajectory.turns]
+    assert any('"merge_files"' in t for t in texts) and rec.trajectory.end in ("done", "budget")
+    assert max(len(t.response_ids) for t in rec.trajectory.turns) <= cfg.rollout.max_new_tokens
+    for text in texts:
+        matcher = xgr.GrammarMatcher(compiled)
+        assert matcher.accept_string(text) and matcher.is_completed(), f"the grammar refuses the teacher's {text!r}"

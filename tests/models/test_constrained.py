@@ -94,3 +94,13 @@ def test_a_tool_named_enum_holds_only_that_tools_argument():
     assert accepts(g, call("open", '{"path": "c.md"}'))
     assert not accepts(g, call("open", '{"path": "elsewhere.md"}'))  # held to the named files
     assert accepts(g, call("ls", '{"path": "elsewhere"}'))  # the other tool's path stays free
+
+
+def test_grammar_keeps_the_schemas_argument_order():
+    """The grammar lays arguments out in the order the schema (and the tool listing) gives them, not sorted:
+    a scripted SFT teacher writes them in that order, and its student must be able to write them so too."""
+    merge = next(t for t in TOOLS if t["function"]["name"] == "merge_files")
+    assert list(merge["function"]["parameters"]["properties"])[:2] == ["path", "children"]
+    g = tool_call_grammar(TOOLS)
+    assert accepts(g, call("merge_files", '{"path": "index/a", "children": ["x.md", "y.md"]}'))
+    assert not accepts(g, call("merge_files", '{"children": ["x.md", "y.md"], "path": "index/a"}'))

@@ -110,3 +110,36 @@ def test_scripted_researcher_follows_paths_with_spaces(history):
     runs = research([ctx] * len(qs), [q.question for q in qs], make_scripted_backend("jam_researcher"))
     recall = mean(source_recall(r.result.sources, [spaced[s] for s in q.support]) for r, q in zip(runs, qs, strict=True))
     assert recall >= 0.9, recall
+
+
+def test_compact_scripted_researcher_writes_only_what_the_grammar_accepts():
+    """The SFT teacher of a constrained student: calls one a line, a short thought, strings of at most 40
+    characters without '"' or '\\' (a capped string has no escapes), at most 4 sources, paths that exist;
+    and a context that still holds the answer."""
+    import xgrammar as xgr
+
+    from librarian.models.constrained import MAX_ITEMS, MAX_STRING, compiler_for
+    from librarian.models.hf import smollm2_tokenizer
+    from librarian.models.scripted_researcher import ScriptedResearcher, clip_words, short_query
+    from librarian.roles.episode import LoopConfig
+
+    assert clip_words('He said "go \\ now" and left the room at once, quickly.') == "He said 'go / now' and left the room at"
+    request = 'According to the notes: in which town does "Ada Moss" live these days?'
+    assert short_query(request, ["Ada Moss"]) == "notes town Ada Moss live days"
+    docs = [Document(f"s{i}", f'Ben Hale: Ada Moss said "hi" at the C:\\ depot. Ada Moss lives in Port Avel.\n'
+                              f"Cy Rowe: I met Ada Moss at the market, stall {i}.") for i in range(7)]
+    ctx = _ctx(Workspace.from_documents([Document(d.id, d.text, path=f"sessions/{d.id}") for d in docs]))
+    role = jam_researcher_role(budget=6, max_calls_per_turn=4)
+    run = research([ctx], [request], ScriptedBackend(ScriptedResearcher(compact=True)), role)[0]
+    paths = tuple(n.path for n in ctx.workspace if n.path)
+    loop = LoopConfig(constrained=True, free_text=True, grammar_enums=(("path", ("", *paths)), ("sources", paths)))
+    env = ResearchEnv(role, ctx, request)
+    compiler = compiler_for(smollm2_tokenizer())
+    grammars = {False: compiler.compile(loop.grammar(env.reset().tools, role)),
+                True: compiler.compile(loop.grammar(env.answer_tools(), role, max_calls=1))}
+    for t in run.trajectory.turns:
+        matcher = xgr.GrammarMatcher(grammars[t.forced])
+        assert matcher.accept_string(t.text) and matcher.is_completed(), f"the grammar refuses {t.text!r}"
+    assert any(len(t.calls) > 1 for t in run.trajectory.turns)
+    assert "Port Avel" in run.result.context and len(run.result.context) <= MAX_STRING
+    assert 1 <= len(run.result.cited) <= MAX_ITEMS < len(docs)
