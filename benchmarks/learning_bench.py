@@ -11,13 +11,15 @@ the tools' grammar, an SFT warm start from the scripted builder, multi-turn GRPO
 - `control`: the same with `learner.lr=0` for GRPO (SFT keeps the run's learning rate, `sft.lr`), so its
   GRPO steps sample from the SFT policy and change nothing: any reward gain it shows is noise.
 
-OUT/results.json holds `valid_call_rate` (per step), `reward_per_step` and `control_reward_per_step`,
-`reward_gain` (mean build reward of the last 3 steps minus the first 3) with `reward_gain_ci` (bootstrap 95%,
-builds resampled within each end) and the same for the control, `nonzero_advantage_fraction` (per step: the
-share of groups whose advantages are not all zero), the exam utilities `exam_utility_flat|scripted|trained|
-sft_only|untrained` (mean U per question, with CIs) and `exam_trained_minus_untrained_ci` (paired bootstrap
-over questions), the targets and whether each is met, timings, and both runs' folders. OUT/learning.png
-plots the reward per step of both runs and the valid-call rate. This measures learning, not the machinery.
+OUT/results.json holds `valid_call_rate` (per step), `reward_per_step` and `control_reward_per_step`, `reward_gain`
+(mean build reward of the last 3 steps minus the first 3) with `reward_gain_ci` (bootstrap 95%, builds resampled
+within each end) and the same for the control, `gain_over_control` with `gain_over_control_ci` (run minus control
+build by build at each step after the first: the same corpus and seeds, so corpus difficulty cancels; whole steps
+resampled), `nonzero_advantage_fraction` (per step: the share of groups whose advantages are not all zero), the
+exam utilities `exam_utility_flat|scripted|trained| sft_only|untrained` (mean U per question, with CIs) and
+`exam_trained_minus_untrained_ci` (paired bootstrap over questions), the targets and whether each is met, timings,
+and both runs' folders. OUT/learning.png plots the reward per step of both runs and the valid-call rate. This
+measures learning, not the machinery.
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from librarian.evaluation.learning_curves import bench_args, plot_learning, reward_gain, rewards_by_step  # noqa: E402
+from librarian.evaluation.learning_curves import (  # noqa: E402
+    bench_args,
+    over_control_fields,
+    plot_learning,
+    reward_gain,
+    rewards_by_step,
+)
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
 EXAM_NAMES = {"flat": "flat", "scripted": "scripted_builder", "trained": "trained_builder",
@@ -130,6 +138,7 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
         "control_reward_per_step": [statistics.fmean(v) for v in control_per_step.values()],
         "reward_gain_ends": run_gain["ends"], "reward_gain": run_gain["gain"], "reward_gain_ci": run_gain["ci"],
         "control_reward_gain": control_gain["gain"], "control_reward_gain_ci": control_gain["ci"],
+        **over_control_fields(per_step, control_per_step),
         "nonzero_advantage_fraction": [float(h.get("nonzero_advantage_fraction", 0.0)) for h in history],
         "sft": run.get("sft", {}), **exam_figures(run),
         "run_s": run_s, "control_s": control_s, "run_dir": str(out / "run"), "control_dir": str(out / "control"),

@@ -13,17 +13,19 @@ hint-guided outcome GRPO with the source-recall reward):
   steps sample from the SFT policy and change nothing: any reward gain it shows is noise, and its evaluation
   of the "trained" policy is the SFT-only policy on the same questions (arms cut to `hierarchical`).
 
-OUT/results.json holds `valid_call_rate` (per GRPO step: the share of policy turns whose message parsed into
-tool calls with no call error), `source_recall_per_step` and `control_source_recall_per_step` (mean source
-recall of the step's trajectories, from each run's trajectories.jsonl), `reward_gain` (mean per-trajectory
-source recall of the last 3 steps minus the first 3) with `reward_gain_ci` (bootstrap 95%, trajectories
-resampled within each end) and the same for the control, `nonzero_advantage_fraction` (per step: the share of
-question groups whose advantages are not all zero, i.e. whose G trajectories did not all get the same recall),
-the evaluation's `eval_source_recall_trained|sft_only` (the run's and the control's policy on the test
-questions, with CIs), `eval_trained_minus_sft_only` (paired bootstrap over questions), the scripted
-researcher's `eval_source_recall_scripted_<arm>` (a reference at the evaluation budget), the targets and
-whether each is met, timings and both runs' folders. OUT/learning.png plots the source recall per step of both
-runs, the valid-call rate and the nonzero-advantage fraction. This measures learning, not the machinery.
+OUT/results.json holds `valid_call_rate` (per GRPO step: the share of policy turns whose message parsed into tool
+calls with no call error), `source_recall_per_step` and `control_source_recall_per_step` (mean source recall of the
+step's trajectories, from each run's trajectories.jsonl), `reward_gain` (mean per-trajectory source recall of the
+last 3 steps minus the first 3) with `reward_gain_ci` (bootstrap 95%, trajectories resampled within each end) and
+the same for the control, `gain_over_control` with `gain_over_control_ci` (run minus control build by build at each
+step after the first: the same question and seeds, so question difficulty cancels; whole steps resampled),
+`nonzero_advantage_fraction` (per step: the share of question groups whose advantages are not all zero, i.e. whose
+G trajectories did not all get the same recall), the evaluation's `eval_source_recall_trained|sft_only` (the run's
+and the control's policy on the test questions, with CIs), `eval_trained_minus_sft_only` (paired bootstrap over
+questions), the scripted researcher's `eval_source_recall_scripted_<arm>` (a reference at the evaluation budget),
+the targets and whether each is met, timings and both runs' folders. OUT/learning.png plots the source recall per
+step of both runs, the valid-call rate and the nonzero-advantage fraction. This measures learning, not the
+machinery.
 """
 
 from __future__ import annotations
@@ -39,7 +41,13 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
-from librarian.evaluation.learning_curves import bench_args, plot_learning, reward_gain, rewards_by_step  # noqa: E402
+from librarian.evaluation.learning_curves import (  # noqa: E402
+    bench_args,
+    over_control_fields,
+    plot_learning,
+    reward_gain,
+    rewards_by_step,
+)
 
 DEFAULT_CONFIG = "configs/researcher_learning.yaml"
 
@@ -103,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "control_source_recall_per_step": [statistics.fmean(v) for v in control_per_step.values()],
         "reward_gain": run_gain["gain"], "reward_gain_ci": run_gain["ci"],
         "control_reward_gain": control_gain["gain"], "control_reward_gain_ci": control_gain["ci"],
+        **over_control_fields(per_step, control_per_step),
         "nonzero_advantage_fraction": [float(h.get("nonzero_advantage_fraction", 0.0)) for h in history],
         "control_nonzero_advantage_fraction": [float(h.get("nonzero_advantage_fraction", 0.0))
                                                for h in control_history],

@@ -3,7 +3,8 @@
 Shared by the learning benchmarks of the builder and the researcher: a run
 and a control (`learner.lr=0`) each write `trajectories.jsonl`; the gain is
 the mean reward of the last `ends` steps minus the first `ends`, with a
-bootstrap 95% CI that resamples the trajectories at each end.
+bootstrap 95% CI that resamples the trajectories at each end; the gain over
+the control compares the two runs build by build at each step.
 """
 
 from __future__ import annotations
@@ -39,6 +40,33 @@ def reward_gain(per_step: dict[int, list[float]], ends: int = ENDS, seed: int = 
     last = [r for s in steps[-ends:] for r in per_step[s]]
     ci = unpaired_difference_ci(last, first, seed=seed)
     return {"gain": ci.point, "ci": ci.as_list(), "ends": ends}
+
+
+def gain_over_control(run: dict[int, list[float]], control: dict[int, list[float]], skip: int = 1,
+                      seed: int = 0) -> dict[str, Any]:
+    """Mean reward of the run minus the control's, build by build at the same step (the same corpus and
+    sampling seeds), over the steps both have after the first `skip` (where the two are still one policy),
+    with a bootstrap 95% CI resampling whole steps; raises ValueError when no such step exists.
+
+    Unlike `reward_gain` it does not compare different corpora (the two ends of a run)."""
+    from librarian.evaluation.metrics.bootstrap import cluster_bootstrap_ci
+
+    steps = [s for s in sorted(set(run) & set(control)) if s >= skip]
+    if not steps:
+        raise ValueError(f"no GRPO step after step {skip - 1} is in both the run and the control")
+    pairs = [(s, r, c) for s in steps for r, c in zip(run[s], control[s], strict=True)]
+    ci = cluster_bootstrap_ci([r for _, r, _ in pairs], [s for s, _, _ in pairs], [c for _, _, c in pairs],
+                              statistic="mean_difference", seed=seed)
+    return {"gain": ci.point, "ci": ci.as_list(), "steps": len(steps)}
+
+
+def over_control_fields(run: dict[int, list[float]], control: dict[int, list[float]]) -> dict[str, Any]:
+    """`gain_over_control` as a learning benchmark's result fields (none for a run of one step)."""
+    try:
+        out = gain_over_control(run, control)
+    except ValueError:
+        return {}
+    return {"gain_over_control": out["gain"], "gain_over_control_ci": out["ci"]}
 
 
 def plot_learning(path: Path, run: list[float], control: list[float], valid: list[float], nonzero: list[float],

@@ -154,3 +154,29 @@ def test_reward_gain_and_plot_from_trajectories(tmp_path):
     assert reward_gain({0: [0.0], 1: [1.0]})["ends"] == 1
     plot_learning(tmp_path / "p.png", [0.1, 0.2], [0.1, 0.1], [1.0, 1.0], [0.5, 1.0])
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_gain_over_control_pairs_builds_by_step():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from librarian.evaluation.learning_curves import gain_over_control
+
+    control = {s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)}  # corpus difficulty alternates by step
+    better = {s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else control[s]) for s in range(6)}
+    out = gain_over_control(better, control)
+    assert out["steps"] == 5 and abs(out["gain"] - (15 - 8) / 20) < 1e-12 and out["ci"][0] > 0
+    same = gain_over_control(control, control)
+    assert same["gain"] == 0.0 and same["ci"] == [0.0, 0.0]  # the control against itself: exactly nothing
+    with pytest.raises(ValueError, match="no GRPO step"):
+        gain_over_control({0: [1.0]}, {0: [0.0]})
+
+    @settings(max_examples=30, deadline=None)
+    @given(st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=4, max_size=4), min_size=2, max_size=6),
+           st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=4, max_size=4), min_size=2, max_size=6))
+    def antisymmetric(a, b):
+        n = min(len(a), len(b))
+        x, y = dict(enumerate(a[:n])), dict(enumerate(b[:n]))
+        assert abs(gain_over_control(x, y)["gain"] + gain_over_control(y, x)["gain"]) < 1e-12
+
+    antisymmetric()
