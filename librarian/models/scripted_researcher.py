@@ -272,11 +272,23 @@ def _speaks(speaker: str, keys: Sequence[str]) -> bool:
     return any(speaker in (k, k.split()[0]) for k in keys)
 
 
+_TERM = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")  # words, split at hyphens as a search analyzer splits them
+_STOP = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their then there "
+                  "these they this to was will with".split())  # Lucene's English stop words
+
+
+@functools.lru_cache(maxsize=1)
+def _porter():  # noqa: ANN202 - a PyStemmer stemmer
+    import Stemmer
+
+    return Stemmer.Stemmer("porter")
+
+
 @functools.lru_cache(maxsize=4096)
 def _terms(text: str) -> frozenset[str]:
-    from librarian.search.analysis import analyze  # the search index's terms (Porter stems: lives ~ live)
-
-    return frozenset(analyze(text))
+    """Porter stems of `text`'s words without stop words (lives ~ live), the terms an English search matches."""
+    words = [_possessive(w.lower()) for w in _TERM.findall(text)]
+    return frozenset(_porter().stemWords([w for w in words if w and w not in _STOP]))
 
 
 def _sentences(line: str) -> list[tuple[str, str]]:

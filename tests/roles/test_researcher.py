@@ -143,3 +143,14 @@ def test_compact_scripted_researcher_writes_only_what_the_grammar_accepts():
     assert any(len(t.calls) > 1 for t in run.trajectory.turns)
     assert "Port Avel" in run.result.context and len(run.result.context) <= MAX_STRING
     assert 1 <= len(run.result.cited) <= MAX_ITEMS < len(docs)
+
+
+@pytest.mark.parametrize("text", ["Ada Wainwright lives in Eskerby.", "Which cities has Pavel said he lived in?",
+                                  "My mother's kite-flying club meets on 2021-03-04, she said: great!",
+                                  "GPUs shipped; the worker's jobs"])
+def test_the_scripted_researchers_terms_are_the_search_indexs(text):
+    """The researcher ranks evidence by the terms a search would match (it may not import the search layer)."""
+    from librarian.models.scripted_researcher import _terms
+    from librarian.search.analysis import analyze
+
+    assert _terms(text) == frozenset(analyze(text))
