@@ -104,3 +104,12 @@ def test_grammar_keeps_the_schemas_argument_order():
     g = tool_call_grammar(TOOLS)
     assert accepts(g, call("merge_files", '{"path": "index/a", "children": ["x.md", "y.md"]}'))
     assert not accepts(g, call("merge_files", '{"children": ["x.md", "y.md"], "path": "index/a"}'))
+
+
+def test_a_content_argument_gets_its_own_cap():
+    """`context` (the researcher's handover) is capped at ARGUMENT_CAPS, names at MAX_STRING."""
+    from librarian.models.constrained import ARGUMENT_CAPS, MAX_STRING
+
+    schema = params(["context", "query"], context={"type": "string"}, query={"type": "string"})
+    props = compact_schema(schema)["properties"]
+    assert props["context"]["maxLength"] == ARGUMENT_CAPS["context"] > MAX_STRING == props["query"]["maxLength"]
