@@ -180,6 +180,18 @@ class Learner:
             loss_cfg = self.cfg.loss
             return float(kl_loss(logp, ref, t["mask"], loss_cfg.kl_type, loss_cfg.agg_mode, batch_info(t["mask"])))
 
+    def sequence_logprobs(self, samples: Sequence[PolicySample]) -> list[float]:
+        """Each sample's summed log-prob of its trained tokens under the current policy (grammar masks applied),
+        one sample at a time, without gradients: how far an update moved whole trajectories."""
+        out = []
+        with torch.no_grad():
+            for sample in samples:
+                batch = collate([sample], self.pad_id).to(self.engine.device)
+                t, first = self._targets(batch)
+                logp, _ = self.token_stats(batch, t, first, [sample])
+                out.append(float((logp * t["mask"]).sum()))
+        return out
+
     def _logits(self, ids: torch.Tensor, attention: torch.Tensor, first: int = 0, model: Any = None,
                 temperature: float | None = None) -> torch.Tensor:
         """Next-token logits (float32, the whole batch) for target columns `first`.. (the plain path)."""

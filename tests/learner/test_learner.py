@@ -51,6 +51,16 @@ def test_the_update_follows_the_sign_of_the_advantage(pad_id):
     assert after[0] > before[0] and after[1] < before[1]
 
 
+def test_sequence_logprobs_sum_each_samples_trained_tokens(pad_id):
+    learner = make(pad_id)
+    samples = random_samples(3)
+    expected = [float(seq_logprobs(learner.model, s).sum()) for s in samples]
+    assert learner.sequence_logprobs(samples) == pytest.approx(expected, abs=1e-4)
+    learner.step(samples)
+    moved = learner.sequence_logprobs(samples)
+    assert moved[0] > expected[0] and moved[1] < expected[1]  # advantages +1, -1, +1
+
+
 def test_a_rollout_backend_that_loads_the_published_adapter_computes_what_the_learner_computes(pad_id):
     from librarian.models.hf import tiny_llama
 

@@ -8,9 +8,15 @@ import pytest
 import torch
 
 from librarian.models.hf import tiny_llama
-from librarian.pipelines.learning_check import LearningCheck, run_learning_check, target_reward
+from librarian.pipelines.learning_check import (
+    LearningCheck,
+    run_learning_check,
+    target_reward,
+    terminal_rewards,
+)
 
 STEPS = 10
+MULTI_TURN_STEPS = 12
 
 
 def _gain(rewards: list[float]) -> float:
@@ -47,6 +53,33 @@ def test_every_sampled_call_is_valid_and_groups_carry_signal(runs):
                                                          strict=True) if f == 0.0)
 
 
+@pytest.fixture(scope="module")
+def multi_turn_runs() -> dict[float, dict]:
+    """Builds of 2 turns, rewarded (terminally) when the second turn calls `list`: a build that stops at its first
+    turn scores 0, so the first turn's credit comes only from the return it shares with the second."""
+    torch.set_num_threads(1)
+    return {lr: run_learning_check(tiny_llama(seed=1), LearningCheck(steps=MULTI_TURN_STEPS, turns=2, target="list",
+                                                                      lr=lr, groups=1, group_size=8))
+            for lr in (1.5e-2, 0.0)}
+
+
+def test_a_terminal_reward_over_two_turns_is_learned(multi_turn_runs):
+    rewards = multi_turn_runs[1.5e-2]["reward_per_step"]
+    assert len(rewards) == MULTI_TURN_STEPS
+    assert _gain(rewards) >= 0.3, rewards
+    assert statistics.fmean(rewards[-3:]) >= 0.5, rewards
+    control = multi_turn_runs[0.0]["reward_per_step"]
+    assert abs(_gain(control)) < 0.2, control
+    assert statistics.fmean(control[-3:]) < 0.5, control
+    assert all(min(run["valid_call_rate"]) == 1.0 for run in multi_turn_runs.values())
+
+
+def test_terminal_rewards_put_the_score_on_the_last_turn():
+    assert terminal_rewards(1.0, 3) == [0.0, 0.0, 1.0]
+    assert terminal_rewards(0.5, 1) == [0.5]
+    assert terminal_rewards(1.0, 0) == []
+
+
 def test_target_reward_reads_the_first_call():
     class Turn:
         def __init__(self, calls):
@@ -59,3 +92,6 @@ def test_target_reward_reads_the_first_call():
     assert target_reward(Traj([Turn([]), Turn([{"name": "stop"}])]), "stop") == 1.0
     assert target_reward(Traj([Turn([{"name": "list"}]), Turn([{"name": "stop"}])]), "stop") == 0.0
     assert target_reward(Traj([]), "stop") == 0.0
+    two = Traj([Turn([{"name": "list"}]), Turn([{"name": "stop"}])])
+    assert target_reward(two, "stop", turn=1) == 1.0 and target_reward(two, "list", turn=1) == 0.0
+    assert target_reward(Traj([Turn([{"name": "list"}])]), "list", turn=1) == 0.0  # it never reached turn 1

@@ -1,0 +1,177 @@
+"""Where does one GRPO update move the policy? A learning-rate probe for `train_builder`, in one process.
+
+    python benchmarks/update_direction.py --out build/bench/update_direction
+        [--config configs/learning_builder.yaml] [--group-size 8] [--lrs 1e-5 1e-4 3e-4 7e-4 2e-3] [key=value ...]
+
+From the policy after SFT (the config's teacher, corpora, epochs and rate; the checkpoint is kept in OUT/sft and
+reused), one group of `--group-size` builds is sampled on the first training corpus (step 0's job) and another on
+the second (step 1's, held out). Then, for each learning rate, a fresh learner loads the SFT checkpoint and makes
+ONE update on the first group, and the summed log-prob of every build of both groups is measured before and
+after. A useful update raises the successful builds (positive advantage) and lowers the failed ones; one that is
+too large lowers both. Without Ray, probes run in this process (the config's scripted reader).
+
+OUT/results.json holds, per learning rate, `trained_success` and `trained_failure` (mean change of the summed
+log-prob of the trained group's builds with positive and with negative advantage), `held_out_success` and
+`held_out_failure` (the same on the held-out group, which the update never saw) and the per-build changes; OUT/
+update_direction.png plots them against the learning rate. This measures the direction and size of one update,
+not learning over many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DEFAULT_CONFIG = "configs/learning_builder.yaml"
+
+
+class LocalRollouts:
+    """`session.rollouts` for one in-process worker: `run(jobs) -> {job_id: records}`."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+
+    def run(self, jobs: list[Any]) -> dict[str, list]:
+        return {job.job_id: self.worker.run(job) for job in jobs}
+
+
+class LocalSession:
+    def __init__(self, worker: Any) -> None:
+        self.rollouts = LocalRollouts(worker)
+
+
+def advantage_sign(sample: Any) -> int:
+    return 1 if max(sample.advantages) > 0 else -1 if min(sample.advantages) < 0 else 0
+
+
+def mean_by_sign(changes: list[float], signs: list[int], sign: int) -> float | None:
+    picked = [c for c, s in zip(changes, signs, strict=True) if s == sign]
+    return statistics.fmean(picked) if picked else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--config", default=DEFAULT_CONFIG)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--lrs", type=float, nargs="+", default=[1e-5, 1e-4, 3e-4, 7e-4, 2e-3])
+    ap.add_argument("overrides", nargs="*", help="key=value overrides of the config")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    import torch
+
+    from librarian.cluster.rollout_worker import BuilderRolloutWorker
+    from librarian.config import load_config
+    from librarian.evaluation.exam import ExamRunner, run_local
+    from librarian.learner import Learner
+    from librarian.learner.sft import fine_tune
+    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder_corpora import task_corpora
+    from librarian.pipelines.builder_steps import BuilderTask, initial_utilities, teacher_samples
+    from librarian.rewards.construction import ProbeService
+    from librarian.rl.samples import policy_samples
+    from librarian.rl.task import Scored
+
+    cfg = load_config(TrainBuilderConfig, [*args.overrides, f"learner.group_size={args.group_size}",
+                                           "learner.filter_flat_groups=false"], config_file=args.config)
+    if cfg.data.train_corpora < 2:
+        raise SystemExit("update_direction needs data.train_corpora >= 2 (a trained and a held-out corpus)")
+    _, train, _ = task_corpora(cfg.data, exam=False)
+    runner = ExamRunner(cfg.probe)
+    probes = ProbeService(lambda data, qs, rep: run_local(data, qs, cfg.probe, rep, runner=runner),
+                          {c.corpus_id: c.questions for c in train}, cfg.reward)
+    task = BuilderTask(cfg, train, probes, initial_utilities(train, probes))
+    worker = BuilderRolloutWorker(cfg.rollout, cfg.reward)
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    policy = worker.backend
+
+    def learner() -> Learner:
+        import copy
+
+        return Learner(copy.deepcopy(policy.model), cfg.learner, pad_id=policy.pad_id, tokenizer=policy.tokenizer)
+
+    started = time.perf_counter()
+    sft_dir = out / "sft"
+    if not (sft_dir / "learner.json").is_file():
+        samples, kept = teacher_samples(cfg, LocalSession(worker), task)
+        fresh = learner()
+        history = fine_tune(fresh, samples, epochs=cfg.sft.epochs, batch_size=cfg.sft.batch_size, seed=cfg.seed,
+                            lr=cfg.sft.lr or None)
+        print(f"SFT on {kept}: loss {history[0]['sft_loss']:.4f} -> {history[-1]['sft_loss']:.4f}", flush=True)
+        fresh.save(sft_dir)
+    base = learner()
+    base.load(sft_dir)
+    worker.load(base.publish_weights()[1])
+
+    groups: dict[str, dict[str, Any]] = {}
+    for name, step in (("trained", 0), ("held_out", 1)):
+        jobs = task.jobs(step, base.version)
+        records = [r for job in jobs for r in worker.run(job)]
+        rewards, details = task.turn_rewards(records)
+        samples, _ = policy_samples(Scored(records, rewards, details), cfg.learner)
+        groups[name] = {"corpus": jobs[0].corpus_id, "finals": [w.final for w in details], "samples": samples,
+                        "signs": [advantage_sign(s) for s in samples], "before": base.sequence_logprobs(samples)}
+        print(f"{name} group on {jobs[0].corpus_id}: U per build {groups[name]['finals']}", flush=True)
+    del base
+
+    rows = []
+    for lr in args.lrs:
+        moved = learner()
+        moved.load(sft_dir)
+        moved.engine.set_lr(lr)
+        metrics = moved.step(groups["trained"]["samples"])
+        row: dict[str, Any] = {"lr": lr, "grad_norm": metrics["grad_norm"]}
+        for name, g in groups.items():
+            changes = [a - b for a, b in zip(moved.sequence_logprobs(g["samples"]), g["before"], strict=True)]
+            row[f"{name}_success"] = mean_by_sign(changes, g["signs"], 1)
+            row[f"{name}_failure"] = mean_by_sign(changes, g["signs"], -1)
+            row[f"{name}_changes"] = [round(c, 4) for c in changes]
+        rows.append(row)
+        print({k: v for k, v in row.items() if not k.endswith("changes")}, flush=True)
+
+    results = {"config": args.config, "group_size": args.group_size, "overrides": args.overrides,
+               "groups": {n: {k: g[k] for k in ("corpus", "finals", "signs", "before")} for n, g in groups.items()},
+               "updates": rows, "wall_s": time.perf_counter() - started}
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    plot(rows, out / "update_direction.png")
+    print(f"wrote {out / 'results.json'} and {out / 'update_direction.png'}")
+    return 0
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    lrs = [r["lr"] for r in rows]
+    for key, style in (("trained_success", "g-o"), ("trained_failure", "r-o"), ("held_out_success", "g--s"),
+                       ("held_out_failure", "r--s")):
+        points = [(lr, r[key]) for lr, r in zip(lrs, rows, strict=True) if r[key] is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), style, label=key.replace("_", " "))
+    ax.axhline(0.0, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_xlabel("learning rate of the one update")
+    ax.set_ylabel("mean change of a build's summed log-prob (nats)")
+    ax.set_title("One GRPO update from the SFT policy")
+    if ax.get_legend_handles_labels()[0]:  # a group whose builds all scored alike has no success or no failure
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
