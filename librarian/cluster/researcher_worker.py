@@ -149,6 +149,24 @@ def workspace_paths(workspace: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n.path for n in workspace if n.path))
 
 
+def workspace_folders(workspace: Any) -> tuple[str, ...]:
+    """The workspace's folder paths: what a constrained `open` may name (`browse` takes the other paths)."""
+    return tuple(dict.fromkeys(n.path for n in workspace if n.path and n.kind == "directory"))
+
+
+def path_enums(paths: tuple[str, ...], folders: tuple[str, ...] = ()) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The grammar's enums over a workspace's paths: `sources` any path; with `folders`, `open` a folder or ''
+    (the top) and `browse` any other path (a call the tool would refuse is not one the policy can write);
+    without, `path` any path or ''."""
+    if not paths:
+        return ()
+    if not folders:
+        return (("path", ("", *paths)), ("sources", paths))
+    kept = set(folders)
+    return (("open.path", ("", *folders)), ("browse.path", tuple(p for p in paths if p not in kept)),
+            ("sources", paths))
+
+
 class ResearcherRolloutWorker(BuilderRolloutWorker):
     """Owns one policy backend and a few cached workspaces; runs research jobs; loads published weights."""
 
@@ -179,10 +197,11 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         """How many workspaces are cached and how many were rebuilt (tests check one rebuild per hash)."""
         return {"cached": len(self.contexts), "rebuilt": self.rebuilt}
 
-    def loop_config(self, job: Any, paths: tuple[str, ...] = ()) -> Any:
+    def loop_config(self, job: Any, paths: tuple[str, ...] = (), folders: tuple[str, ...] = ()) -> Any:
         """The episode loop's settings for `job`: its sampling (greedy at evaluation, seeded by the job), and
-        the tools' grammar when `constrained` (`path` held to '' and `paths`, `sources` to `paths`; empty: any
-        path-like string) unless a scripted teacher plays it (it still sees the compact listing)."""
+        the tools' grammar when `constrained` (the path arguments held to the workspace's `paths`, `open` to its
+        `folders` and `browse` to the rest: `path_enums`; empty: any path-like string) unless a scripted teacher
+        plays it (it still sees the compact listing)."""
         from librarian.models.base import SamplingParams
         from librarian.roles import LoopConfig
 
@@ -192,7 +211,7 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
                                          seed=job.seed),
                           constrained=spec.constrained and not job.teacher, compact_listing=spec.constrained,
                           free_text=spec.free_text,
-                          grammar_enums=(("path", ("", *paths)), ("sources", paths)) if paths else ())
+                          grammar_enums=path_enums(paths, folders))
 
     def teacher(self, job: Any) -> TeacherBackend:
         """The job's scripted teacher; for a constrained student the JAM researcher writes only turns its
@@ -209,14 +228,15 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         backend.name = f"teacher:{job.teacher}"
         return backend
 
-    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = ()) -> list:
+    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = (),
+                 folders: tuple[str, ...] = ()) -> list:
         """The job's environments in one batched episode loop (the teacher's or the policy's) under
-        `loop_config(job, paths)`; then the injected crash point."""
+        `loop_config(job, paths, folders)`; then the injected crash point."""
         from librarian.roles import run_episodes
 
         spec: ResearcherRolloutConfig = self.spec  # type: ignore[assignment]
         backend = self.teacher(job) if job.teacher else self.backend
-        trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths))
+        trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths, folders))
         if spec.crash.should_crash(job.job_id, job.group_size):
             spec.crash.crash(job.job_id)
         return trajectories
@@ -239,8 +259,9 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
             if job.hint is not None and spec.hint_every > 0:
                 env = HintedEnv(env, scripted_hint, job.hint, HintSchedule(enabled=True, every=spec.hint_every))
             envs.append(env)
-        paths = workspace_paths(ctx.workspace) if spec.constrained and spec.enum_paths and not job.teacher else ()
-        trajectories = self.episodes(job, envs, role, paths)
+        enum = spec.constrained and spec.enum_paths and not job.teacher
+        paths, folders = (workspace_paths(ctx.workspace), workspace_folders(ctx.workspace)) if enum else ((), ())
+        trajectories = self.episodes(job, envs, role, paths, folders)
         return [ResearchRecord(job.job_id, job.task_id, job.question_id, i, traj, finalized(traj.answer), self.version,
                                os.getpid(), len(getattr(env, "hints", [])))
                 for i, (traj, env) in enumerate(zip(trajectories, envs, strict=True))]

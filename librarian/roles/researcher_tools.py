@@ -38,6 +38,7 @@ from librarian.workspace.nodes import Node, NodeSource
 JAM_RESEARCHER = "jam_researcher"
 BROWSE_ALL_LINES = 3
 BROWSE_MAX_LINES = 12
+MAX_SEARCH_PAGE = 100  # 500 hits: far past any useful page, and a number the grammar keeps to three digits
 
 
 def _open(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
@@ -140,7 +141,8 @@ SEARCH = Tool(
     "jam.search", "search",
     "Hybrid search (keywords + meaning) over every file and session; five hits per page, one action per page.",
     params(["query"], query={**STRING, "description": "what to look for"},
-           page={"type": "integer", "minimum": 1, "description": "result page, from 1 (default 1)"}),
+           page={"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_PAGE,
+                 "description": "result page, from 1 (default 1)"}),
     _R, _search)
 BROWSE = Tool(
     "jam.browse", "browse",

@@ -148,7 +148,7 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
     the student's grammar accepts, and the teacher must still find the gold sessions and the answer."""
     import xgrammar as xgr
 
-    from librarian.cluster.researcher_worker import workspace_paths
+    from librarian.cluster.researcher_worker import workspace_folders, workspace_paths
     from librarian.cluster.rollout_worker import snapshot
     from librarian.config import load_config
     from librarian.models.constrained import compiler_for
@@ -176,7 +176,7 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
     role = jam_researcher(budget=spec.budget, max_calls_per_turn=spec.max_calls_per_turn)
     env = ResearchEnv(role, worker.context(jobs[0]), chosen[0].question)
     tools = env.reset().tools
-    loop = worker.loop_config(replace(jobs[0], teacher="", greedy=False), workspace_paths(ws))
+    loop = worker.loop_config(replace(jobs[0], teacher="", greedy=False), workspace_paths(ws), workspace_folders(ws))
     compiler = compiler_for(worker.backend.tokenizer)
     grammars = {False: compiler.compile(loop.grammar(tools, role)),
                 True: compiler.compile(loop.grammar(env.answer_tools(), role, max_calls=1))}
@@ -190,3 +190,37 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
     assert longest <= spec.max_new_tokens, f"a teacher turn takes {longest} tokens, over max_new_tokens"
     kept = verify(records[:-1], {q.id: q for q in chosen}, canonical_ref(ws))
     assert kept.teacher_recall >= 0.9 and len(kept.trajectories) >= 7  # the answer in its short context
+
+
+def test_the_grammar_lets_open_name_only_folders_browse_only_files_and_search_only_real_pages(worker, memory):
+    """Calls the tools would refuse (browse a folder, open a file, page 67162399) are not sentences."""
+    import json
+
+    import xgrammar as xgr
+
+    from librarian.cluster.researcher_worker import path_enums, workspace_folders, workspace_paths
+    from librarian.models.constrained import compiler_for
+    from librarian.roles.definitions import jam_researcher
+    from librarian.roles.researcher import ResearchEnv
+
+    ws = memory[0]
+    paths, folders = workspace_paths(ws), workspace_folders(ws)
+    folder = next(f for f in folders if "/" in f)
+    file = next(p for p in paths if p not in set(folders))
+    assert dict(path_enums(paths, folders))["browse.path"] == tuple(p for p in paths if p not in set(folders))
+    assert dict(path_enums(paths))["path"] == ("", *paths) and path_enums(()) == ()
+    role = jam_researcher(budget=3, max_calls_per_turn=4)
+    env = ResearchEnv(role, worker.context(_job(memory, "g")), "who?")
+    loop = worker.loop_config(_job(memory, "g", greedy=False), paths, folders)
+    grammar = compiler_for(worker.backend.tokenizer).compile(loop.grammar(env.reset().tools, role))
+
+    def accepts(name: str, arguments: dict) -> bool:
+        call = json.dumps({"name": name, "arguments": arguments})
+        return xgr.GrammarMatcher(grammar).accept_string(f"<tool_call>{call}</tool_call>")
+
+    assert accepts("open", {"path": folder}) and accepts("open", {"path": ""})
+    assert not accepts("open", {"path": file})
+    assert accepts("browse", {"path": file, "query": "when"})
+    assert not accepts("browse", {"path": folder, "query": "when"})
+    assert accepts("search", {"query": "when", "page": 100})
+    assert not accepts("search", {"query": "when", "page": 101})
