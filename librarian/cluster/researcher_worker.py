@@ -228,19 +228,6 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
         backend.name = f"teacher:{job.teacher}"
         return backend
 
-    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = (),
-                 folders: tuple[str, ...] = ()) -> list:
-        """The job's environments in one batched episode loop (the teacher's or the policy's) under
-        `loop_config(job, paths, folders)`; then the injected crash point."""
-        from librarian.roles import run_episodes
-
-        spec: ResearcherRolloutConfig = self.spec  # type: ignore[assignment]
-        backend = self.teacher(job) if job.teacher else self.backend
-        trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths, folders))
-        if spec.crash.should_crash(job.job_id, job.group_size):
-            spec.crash.crash(job.job_id)
-        return trajectories
-
     def run(self, job: ResearchJob, box: list | None = None) -> list[ResearchRecord]:  # type: ignore[override]
         """Research the job's question `group_size` times; one record per episode, in group order."""
         from librarian.roles.definitions import jam_researcher

@@ -297,6 +297,10 @@ class BuilderRolloutWorker:
                           grammar_enums=tuple((k, v) for k, v in (("sources", paths), ("list.path", folders)) if v),
                           tool_listing=spec.tool_listing)
 
+    def teacher(self, job: Any) -> TeacherBackend:
+        """The scripted policy that plays `job.teacher`, tokenized by the policy's tokenizer."""
+        return TeacherBackend(job.teacher, self.backend)
+
     def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = (),
                  folders: tuple[str, ...] = ()) -> list:
         """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
@@ -305,7 +309,7 @@ class BuilderRolloutWorker:
         from librarian.roles import run_episodes
 
         spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
-        backend = TeacherBackend(job.teacher, self.backend) if job.teacher else self.backend
+        backend = self.teacher(job) if job.teacher else self.backend
         trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths, folders))
         if spec.crash.should_crash(job.job_id, job.group_size):
             spec.crash.crash(job.job_id)
