@@ -41,6 +41,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     plot_learning,
     reward_gain,
     rewards_by_step,
+    run_concurrently,
 )
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
@@ -89,14 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         run_pipeline(args.config, out / "control", control_overrides(common, resolved(args.config, common)))
         return 0
     if args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
-        import subprocess
-
-        base = [sys.executable, __file__, "--out", str(out), "--config", args.config, "--steps", str(args.steps)]
-        procs = [subprocess.Popen([*base, "--only", which, *args.overrides]) for which in ("run", "control")]
-        codes = [p.wait() for p in procs]
-        if any(codes):
-            raise SystemExit(f"the run or the control failed (exit codes {codes}); see their folders under {out}")
-        run = json.loads((out / "run" / "results.json").read_text(encoding="utf-8"))
+        run, _ = run_concurrently(__file__, args, out)
         wall = time.perf_counter() - started
         return report(out, args, run, wall, wall)
     run = run_pipeline(args.config, out / "run", [*common, *RUN_EXTRA])

@@ -47,19 +47,31 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     plot_learning,
     reward_gain,
     rewards_by_step,
+    run_concurrently,
 )
 
 DEFAULT_CONFIG = "configs/researcher_learning.yaml"
 
 
-def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
+def load(config: str, overrides: list[str]) -> Any:
+    """The researcher config the benchmark runs (the file plus the overrides)."""
     from librarian.config import load_config
     from librarian.pipelines.researcher_config import TrainResearcherConfig
+
+    return load_config(TrainResearcherConfig, overrides, config_file=config)
+
+
+def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
     from librarian.pipelines.train_researcher import check, run
 
-    cfg = load_config(TrainResearcherConfig, [*overrides, f"out_dir={out}"], config_file=config)
+    cfg = load(config, [*overrides, f"out_dir={out}"])
     check(cfg)
     return run(cfg)
+
+
+def control_overrides(common: list[str], sft_lr: float) -> list[str]:
+    """The control: GRPO's learning rate 0 (SFT keeps the run's), and only the hierarchical scripted arm."""
+    return [*common, "learner.lr=0", f"sft.lr={sft_lr}", "eval.arms=[hierarchical]"]
 
 
 def eval_figures(run: dict[str, Any], control: dict[str, Any], seed: int = 0) -> dict[str, Any]:
@@ -91,13 +103,22 @@ def eval_figures(run: dict[str, Any], control: dict[str, Any], seed: int = 0) ->
 def main(argv: list[str] | None = None) -> int:
     args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
-    run = run_pipeline(args.config, out / "run", common)
-    lr = run["config"]["learner"]["lr"]
-    sft_lr = run["config"]["sft"]["lr"] or lr
-    run_s = time.perf_counter() - started
-    control = run_pipeline(args.config, out / "control", [*common, "learner.lr=0", f"sft.lr={sft_lr}",
-                                                          "eval.arms=[hierarchical]"])
-    control_s = time.perf_counter() - started - run_s
+    resolved = load(args.config, common)
+    sft_lr = resolved.sft.lr or resolved.learner.lr  # the control's SFT is the run's
+    if args.only == "run":
+        run_pipeline(args.config, out / "run", common)
+        return 0
+    if args.only == "control":
+        run_pipeline(args.config, out / "control", control_overrides(common, sft_lr))
+        return 0
+    if args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
+        run, control = run_concurrently(__file__, args, out)
+        run_s = control_s = time.perf_counter() - started
+    else:
+        run = run_pipeline(args.config, out / "run", common)
+        run_s = time.perf_counter() - started
+        control = run_pipeline(args.config, out / "control", control_overrides(common, sft_lr))
+        control_s = time.perf_counter() - started - run_s
     per_step = rewards_by_step(out / "run", lambda row: row["reward"])
     control_per_step = rewards_by_step(out / "control", lambda row: row["reward"])
     history, control_history = run["history"], control["history"]

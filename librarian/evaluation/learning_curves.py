@@ -113,3 +113,18 @@ def bench_args(description: str, default_config: str, argv: list[str] | None = N
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     return args, out, [f"steps={args.steps}", "checkpoint_every=0", *args.overrides]
+
+
+def run_concurrently(script: str, args: Any, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run a benchmark's `--only run` and `--only control` at the same time, each in its own process (and its own
+    local Ray); returns the two runs' results.json. Raises SystemExit naming the folders if either fails."""
+    import subprocess
+    import sys
+
+    base = [sys.executable, script, "--out", str(out), "--config", args.config, "--steps", str(args.steps)]
+    procs = [subprocess.Popen([*base, "--only", which, *args.overrides]) for which in ("run", "control")]
+    codes = [p.wait() for p in procs]
+    if any(codes):
+        raise SystemExit(f"the run or the control failed (exit codes {codes}); see their folders under {out}")
+    return tuple(json.loads((out / which / "results.json").read_text(encoding="utf-8"))  # type: ignore[return-value]
+                 for which in ("run", "control"))
