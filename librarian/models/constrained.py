@@ -4,7 +4,8 @@
 grammar (xgrammar's dialect, which vLLM's structured outputs also accept):
 optional free text (where the role allows it), then 1..`max_calls` blocks
 `<tool_call>{"name": <one of the tools>, "arguments": <that tool's JSON
-schema>}</tool_call>`. The sample then has to end (the end-of-turn token is
+schema>}</tool_call>`, or one call of a `solo` tool (a role's answer tool,
+which ends the episode) and nothing else. The sample then has to end (the end-of-turn token is
 the grammar's stop token). Every call sampled under it parses.
 
 The compact layout keeps turns short: optional `text` arguments are left out
@@ -131,35 +132,52 @@ def _literal(text: str) -> str:
     return json.dumps(text)  # an EBNF string literal: same escapes as JSON for these ASCII tags
 
 
-@functools.lru_cache(maxsize=256)
-def _grammar(tools_json: str, max_calls: int, free_text: bool, compact: bool, enums_json: str) -> str:
-    xgr = _xgr()
-    tools = json.loads(tools_json)
-    schema = call_schema(tools, compact, json.loads(enums_json))
+def _calls(xgr: Any, tools: list, max_calls: int, compact: bool, enums: dict) -> Any:
+    """1..max_calls `<tool_call>` blocks of any of `tools`, each after a newline but the first."""
+    schema = call_schema(tools, compact, enums)
     call = xgr.Grammar.concat(
         xgr.Grammar.from_ebnf(f"root ::= {_literal(TOOL_CALL_OPEN)}"),
         xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False),
         xgr.Grammar.from_ebnf(f"root ::= {_literal(TOOL_CALL_CLOSE)}"))
+    if max_calls == 1:
+        return call
     empty = xgr.Grammar.from_ebnf('root ::= ""')
     rest = empty  # the optional 2nd..max_calls-th calls, each after a newline, each needing the one before
     for _ in range(max_calls - 1):
         rest = xgr.Grammar.union(xgr.Grammar.concat(xgr.Grammar.from_ebnf('root ::= "\\n"'), call, rest), empty)
-    parts = [call] if max_calls == 1 else [call, rest]
+    return xgr.Grammar.concat(call, rest)
+
+
+@functools.lru_cache(maxsize=256)
+def _grammar(tools_json: str, max_calls: int, free_text: bool, compact: bool, enums_json: str,
+             solo_json: str = "[]") -> str:
+    xgr = _xgr()
+    tools, enums, solo = json.loads(tools_json), json.loads(enums_json), set(json.loads(solo_json))
+    alone = [t for t in tools if t["function"]["name"] in solo]
+    others = [t for t in tools if t["function"]["name"] not in solo]
+    if max_calls == 1 or not alone or not others:
+        calls = _calls(xgr, tools, max_calls, compact, enums)
+    else:  # a solo tool (the researcher's finalize) is a turn's only call; the others come 1..max_calls a turn
+        calls = xgr.Grammar.union(_calls(xgr, alone, 1, compact, enums), _calls(xgr, others, max_calls, compact,
+                                                                                  enums))
     if free_text:  # a short thought before the calls, with no '<' so it cannot open a malformed tag
-        parts.insert(0, xgr.Grammar.from_ebnf(f"root ::= [^<]{{0,{FREE_TEXT_CHARS}}}"))
-    return str(xgr.Grammar.concat(*parts) if len(parts) > 1 else parts[0])
+        calls = xgr.Grammar.concat(xgr.Grammar.from_ebnf(f"root ::= [^<]{{0,{FREE_TEXT_CHARS}}}"), calls)
+    return str(calls)
 
 
 def tool_call_grammar(tools: Sequence[ToolSchema], max_calls: int = 1, free_text: bool = False,
-                      compact: bool = True, enums: Mapping[str, Sequence[str]] | None = None) -> str:
+                      compact: bool = True, enums: Mapping[str, Sequence[str]] | None = None,
+                      solo: Sequence[str] = ()) -> str:
     """The EBNF grammar of an assistant turn that calls `tools` (see the module docstring); `enums` holds
-    named arguments (e.g. `sources`) to a fixed set of values, such as the paths that exist."""
+    named arguments (e.g. `sources`) to a fixed set of values, such as the paths that exist; a tool named in
+    `solo` (a role's answer tool) can only be a turn's one call."""
     if max_calls < 1:
         raise BackendError(f"max_calls must be >= 1, got {max_calls}")
     enums_json = json.dumps({k: list(v) for k, v in sorted((enums or {}).items())})
     # not sort_keys: a JSON-schema grammar lays the arguments out in the order their schema lists them, which
     # is the order the tool listing shows and a scripted teacher writes them in
-    return _grammar(json.dumps(list(tools)), int(max_calls), bool(free_text), bool(compact), enums_json)
+    return _grammar(json.dumps(list(tools)), int(max_calls), bool(free_text), bool(compact), enums_json,
+                    json.dumps(sorted(solo)))
 
 
 class GrammarCompiler:

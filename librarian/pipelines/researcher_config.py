@@ -58,7 +58,7 @@ class ResearcherSFTConfig(SFTConfig):
     budget: int = 8  # teacher rounds
     batch_size: int = 2
     questions: int = 8  # train questions the teacher researches
-    max_tokens: int = 3072  # longer packed segments keep their last max_tokens tokens (CPU memory); 0: no limit
+    max_tokens: int = 3072  # a longer packed segment gives its first and its last max_tokens tokens (CPU memory); 0: none
     judge: str = "rule"  # rule | llm
     judge_backend: str = "hf"
     judge_options: dict = field(default_factory=lambda: {"model": "smollm2"})

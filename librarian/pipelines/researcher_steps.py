@@ -191,12 +191,14 @@ def verify(records: Sequence[ResearchRecord], questions: dict[str, Any], canonic
 
 
 def clip(samples: Sequence[Any], max_tokens: int) -> tuple[list[Any], int]:
-    """Samples cut to their last `max_tokens` tokens (0: unchanged), and how many were cut.
+    """Samples of at most `max_tokens` tokens (0: unchanged), and how many were cut.
 
-    The oldest context goes first, so the latest turns and the finalize stay;
-    a cut sample whose first kept token was generated has that token masked
-    out (a sample's first token has nothing to be predicted from). Samples
-    left with no trained token are dropped.
+    A longer sample gives two: its head (the system prompt, the request and
+    the first rounds: what a student with a short budget sees) and its tail
+    (the latest rounds and the finalize; the oldest context goes first). A
+    tail whose first kept token was generated has that token masked out (a
+    sample's first token has nothing to be predicted from). A part with no
+    trained token is dropped.
     """
     from librarian.learner.batch import PolicySample
 
@@ -210,6 +212,9 @@ def clip(samples: Sequence[Any], max_tokens: int) -> tuple[list[Any], int]:
             out.append(s)
             continue
         cut += 1
+        if any(s.loss_mask[:max_tokens]):
+            out.append(PolicySample(s.token_ids[:max_tokens], s.loss_mask[:max_tokens], s.old_logprobs[:max_tokens],
+                                    s.advantages[:max_tokens], s.policy_version))
         at = len(s.token_ids) - max_tokens
         mask = (0,) + tuple(s.loss_mask[at + 1:])
         if any(mask):

@@ -64,13 +64,14 @@ class LoopConfig:
         return [with_tools_in_system(p, shown, self.tool_listing) for p in prompts], None
 
     def grammar(self, tools: Sequence[ToolSchema], role: Role, max_calls: int | None = None) -> str | None:
-        """The grammar a turn is sampled under (at most `max_calls` calls, default the role's), or None."""
+        """The grammar a turn is sampled under (at most `max_calls` calls, default the role's; the role's answer
+        tool only alone), or None."""
         if not self.constrained or not tools:
             return None
         from librarian.models.constrained import tool_call_grammar
 
         return tool_call_grammar(tools, max_calls=max_calls or role.max_calls_per_turn, free_text=self.free_text,
-                                 enums=dict(self.grammar_enums))
+                                 enums=dict(self.grammar_enums), solo=(role.answer_tool,))
 
 
 class _Episode:

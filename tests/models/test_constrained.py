@@ -76,6 +76,17 @@ def test_max_calls_and_free_text():
         tool_call_grammar([])
 
 
+def test_a_solo_tool_is_its_turns_only_call():
+    """The answer tool (the researcher's finalize) ends the episode: never beside other calls, never twice."""
+    g = tool_call_grammar([OPEN, LISTING], max_calls=3, free_text=True, solo=["ls"])
+    one, done = call("open", '{"path": "a"}'), call("ls", '{"path": "x"}')
+    assert accepts(g, f"Done. {done}") and accepts(g, f"{one}\n{one}\n{one}")
+    assert not accepts(g, f"{one}\n{done}") and not accepts(g, f"{done}\n{one}") and not accepts(g, f"{done}\n{done}")
+    free = tool_call_grammar([OPEN, LISTING], max_calls=3)
+    assert accepts(free, f"{one}\n{done}")  # without `solo` any tool may come with the others
+    assert accepts(tool_call_grammar([LISTING], max_calls=3, solo=["ls"]), done)  # only the solo tool offered
+
+
 def test_unpack_bitmask_matches_bits():
     packed = torch.tensor([[0b101, -1]], dtype=torch.int32)
     bits = unpack_bitmask(packed, 40)

@@ -102,16 +102,23 @@ def test_nonzero_advantage_fraction_counts_groups_and_valid_call_rate_counts_pol
 
 
 @given(st.integers(min_value=2, max_value=40), st.integers(min_value=2, max_value=30), st.data())
-def test_clip_keeps_the_tail_and_never_trains_the_first_token(n, limit, data):
+def test_clip_keeps_the_head_and_the_tail_and_never_trains_a_tails_first_token(n, limit, data):
     mask = (0,) + tuple(data.draw(st.lists(st.integers(0, 1), min_size=n - 1, max_size=n - 1)))
     s = PolicySample(tuple(range(n)), mask, (0.0,) * n, tuple(float(m) for m in mask))
     out, cut = clip([s], limit)
     assert cut == int(n > limit)
-    for o in out:
-        assert len(o.token_ids) == min(n, limit) and o.token_ids == s.token_ids[-len(o.token_ids):]
-        assert o.loss_mask[0] == 0 and o.loss_mask[1:] == s.loss_mask[len(s.token_ids) - len(o.token_ids) + 1:]
-    if not out:
-        assert not any(mask[n - limit + 1:])
+    if n <= limit:
+        assert out == [s]
+    else:
+        head = [o for o in out if o.token_ids[0] == 0]
+        tail = [o for o in out if o.token_ids[0] != 0]
+        assert len(head) == int(any(mask[:limit])) and len(tail) == int(any(mask[n - limit + 1:]))
+        for o in head:
+            assert o.token_ids == s.token_ids[:limit] and o.loss_mask == s.loss_mask[:limit]
+        for o in tail:
+            assert o.token_ids == s.token_ids[-limit:]
+            assert o.loss_mask[0] == 0 and o.loss_mask[1:] == s.loss_mask[n - limit + 1:]
+        assert all(len(o.token_ids) == limit and any(o.loss_mask) for o in out)
     assert clip([s], 0) == ([s], 0)
 
 
