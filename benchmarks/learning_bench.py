@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "control":
         run_pipeline(args.config, out / "control", control_overrides(common, resolved(args.config, common)))
         return 0
+    if args.report:  # both halves already ran (--only run and --only control)
+        run = json.loads((out / "run" / "results.json").read_text(encoding="utf-8"))
+        return report(out, args, run, run.get("wall_s", 0.0), 0.0)
     if args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
         run, _ = run_concurrently(__file__, args, out)
         wall = time.perf_counter() - started

@@ -111,7 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.only == "control":
         run_pipeline(args.config, out / "control", control_overrides(common, sft_lr))
         return 0
-    if args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
+    if args.report:  # both halves already ran (e.g. with --only, one after the other or in two sessions)
+        run, control = (json.loads((out / which / "results.json").read_text(encoding="utf-8"))
+                        for which in ("run", "control"))
+        run_s, control_s = run.get("wall_s", 0.0), control.get("wall_s", 0.0)
+    elif args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
         run, control = run_concurrently(__file__, args, out)
         run_s = control_s = time.perf_counter() - started
     else:

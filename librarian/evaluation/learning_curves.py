@@ -107,6 +107,8 @@ def bench_args(description: str, default_config: str, argv: list[str] | None = N
     ap.add_argument("--concurrent", action="store_true",
                     help="run the run and the control at the same time, each in its own process (and Ray)")
     ap.add_argument("--only", choices=("run", "control"), help="run just one of the two (what --concurrent does)")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: write results.json and the plot from the run and control folders in OUT")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for both runs")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

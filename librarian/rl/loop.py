@@ -78,7 +78,8 @@ class RolloutFeed:
 
 
 def learn(session: Any, task: Task, cfg: Any, records: list[Any]) -> tuple[dict[str, float], Scored]:
-    """Rewards, the stale filter, advantages, one update and the weight publish for one step's records."""
+    """Rewards, the stale filter, advantages, one update and the weight publish for one step's records (no
+    update and no publish at `learner.lr` 0: the weights would not move, so an lr=0 control costs its sampling)."""
     t0 = time.perf_counter()
     rewards, details = task.turn_rewards(records)
     scored = Scored(records, rewards, details)
@@ -87,7 +88,7 @@ def learn(session: Any, task: Task, cfg: Any, records: list[Any]) -> tuple[dict[
     samples, figures = policy_samples(kept, cfg.learner)
     metrics: dict[str, float] = {**figures, **staleness}
     t2 = time.perf_counter()
-    if samples:
+    if samples and cfg.learner.lr > 0:  # at lr 0 an update changes no weight: a control run only samples
         metrics.update(session.call("step", samples))
         session.publish()
     t3 = time.perf_counter()

@@ -62,3 +62,21 @@ def test_recipe_sections_are_the_worker_specs_with_their_own_defaults():
     assert ok.rollout.asynchronous and ok.learner.loss.rollout_is == "token"
     with pytest.raises(ConfigError, match="did you mean 'rollout.asynchronous'"):
         load_config(TrainBuilderConfig, ["rollout.async=true"])
+
+
+@pytest.mark.parametrize(("lr", "updates"), [(1e-4, 1), (0.0, 0)])
+def test_a_step_at_lr_zero_neither_updates_nor_publishes(monkeypatch, lr, updates):
+    """An update at lr 0 would move no weight, so the loop skips it (and the publish): the control costs only
+    its sampling. The advantages' figures are still reported."""
+    from librarian.rl import loop
+
+    calls = []
+    session = SimpleNamespace(version=3, call=lambda name, samples: calls.append(name) or {"loss": 0.5},
+                              publish=lambda: calls.append("publish"))
+    task = SimpleNamespace(turn_rewards=lambda recs: ([[1.0]] * len(recs), [None] * len(recs)),
+                           metrics=lambda scored: {"reward": 1.0})
+    monkeypatch.setattr(loop, "policy_samples", lambda kept, c: (["sample"], {"nonzero_advantage_fraction": 1.0}))
+    cfg = SimpleNamespace(learner=SimpleNamespace(lr=lr), off_policy=SimpleNamespace(max_staleness=1, stale="drop"))
+    metrics, _ = loop.learn(session, task, cfg, [SimpleNamespace(job_id="j", policy_version=3)])
+    assert calls == ["step", "publish"] * updates
+    assert ("loss" in metrics) == bool(updates) and metrics["nonzero_advantage_fraction"] == 1.0
