@@ -39,6 +39,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     over_control_fields,
     plot_learning,
+    read_results,
     reward_gain,
     rewards_by_step,
     run_concurrently,
@@ -90,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         run_pipeline(args.config, out / "control", control_overrides(common, resolved(args.config, common)))
         return 0
     if args.report:  # both halves already ran (--only run and --only control)
-        run = json.loads((out / "run" / "results.json").read_text(encoding="utf-8"))
-        return report(out, args, run, run.get("wall_s", 0.0), 0.0)
+        run, control = read_results(out)
+        return report(out, args, run, run.get("wall_s", 0.0), control.get("wall_s", 0.0))
     if args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
         run, _ = run_concurrently(__file__, args, out)
         wall = time.perf_counter() - started

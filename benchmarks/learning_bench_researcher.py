@@ -45,6 +45,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     over_control_fields,
     plot_learning,
+    read_results,
     reward_gain,
     rewards_by_step,
     run_concurrently,
@@ -112,8 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         run_pipeline(args.config, out / "control", control_overrides(common, sft_lr))
         return 0
     if args.report:  # both halves already ran (e.g. with --only, one after the other or in two sessions)
-        run, control = (json.loads((out / which / "results.json").read_text(encoding="utf-8"))
-                        for which in ("run", "control"))
+        run, control = read_results(out)
         run_s, control_s = run.get("wall_s", 0.0), control.get("wall_s", 0.0)
     elif args.concurrent:  # two processes, two local Ray clusters: the control no longer waits for the run
         run, control = run_concurrently(__file__, args, out)

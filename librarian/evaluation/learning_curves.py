@@ -128,5 +128,11 @@ def run_concurrently(script: str, args: Any, out: Path) -> tuple[dict[str, Any],
     codes = [p.wait() for p in procs]
     if any(codes):
         raise SystemExit(f"the run or the control failed (exit codes {codes}); see their folders under {out}")
-    return tuple(json.loads((out / which / "results.json").read_text(encoding="utf-8"))  # type: ignore[return-value]
-                 for which in ("run", "control"))
+    return read_results(out)
+
+
+def read_results(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The results.json of `out/run` and `out/control`."""
+    run, control = (json.loads((Path(out) / which / "results.json").read_text(encoding="utf-8"))
+                    for which in ("run", "control"))
+    return run, control
