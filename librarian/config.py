@@ -316,3 +316,11 @@ def to_plain(config: Any) -> dict[str, Any]:
 def to_yaml(config: Any) -> str:
     """A resolved config as YAML."""
     return OmegaConf.to_yaml(OmegaConf.structured(config), resolve=True)
+
+
+def write_config(out: Any, config: Any) -> Path:
+    """Create the run folder `out` and write the resolved config to `out/config.yaml`; returns the folder."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.yaml").write_text(to_yaml(config), encoding="utf-8")
+    return folder

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from librarian.config import ConfigError, describe, load_config, to_plain
+from librarian.config import ConfigError, describe, load_config, to_plain, write_config
 
 
 @dataclass
@@ -160,3 +160,11 @@ def test_the_loader_uses_no_private_omegaconf_attributes() -> None:
 
     source = inspect.getsource(config)
     assert "_get_node" not in source and "._metadata" not in source
+
+
+def test_write_config_creates_the_run_folder_and_writes_the_config_that_loads_back(tmp_path):
+    cfg = load_config(Outer, ["learner.lr=0.5", "seed=3"])
+    folder = write_config(tmp_path / "runs" / "a", cfg)
+    assert folder == tmp_path / "runs" / "a" and folder.is_dir()
+    again = load_config(Outer, [], config_file=str(folder / "config.yaml"))
+    assert to_plain(again) == to_plain(cfg) and again.learner.lr == 0.5 and again.seed == 3

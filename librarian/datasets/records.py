@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -269,6 +269,12 @@ def to_documents(corpus: Sequence[CorpusDoc], collection: str | None = None) -> 
         meta.update(d.extra)
         out.append(Document(id=d.id, text=d.text, path=d.path, origin=d.origin, metadata=meta))
     return out
+
+
+
+def flat_documents(corpus: Sequence[CorpusDoc]) -> list[Document]:
+    """The flat store's nodes: every corpus document at `facts/<id>` (what the pipelines start a store from)."""
+    return [replace(d, path=f"facts/{d.id}") for d in to_documents(corpus)]
 
 
 def dumps_json(obj: object) -> str:

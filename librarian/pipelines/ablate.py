@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from librarian.config import ConfigError, to_plain
+from librarian.config import ConfigError, to_plain, write_config
 from librarian.pipelines.ablate_config import AblateConfig, Cell
 from librarian.redact import redact
 
@@ -119,7 +119,6 @@ def cell_records(cfg: AblateConfig, cells: list[Cell], grid: Any, attempts: list
 def run(cfg: AblateConfig) -> dict[str, Any]:
     """Run the sweep; returns the figures also written to results.json."""
     import ray
-    from omegaconf import OmegaConf
     from ray import tune
 
     from librarian.cluster import topology
@@ -149,7 +148,7 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     if experiment.exists() and not resume:
         experiment.rename(out / f"tune.{time.strftime('%Y%m%d-%H%M%S')}")  # kept aside, never deleted
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    write_config(out, cfg)
     write_json(out / "sweep.json", plan_doc)
     tracker = Tracker(cfg.experiment, out, cfg.tracking_uri or None, pipeline="ablate",
                       tags={"librarian.sweep": out.name, "librarian.pipeline": cfg.pipeline})

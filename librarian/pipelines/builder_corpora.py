@@ -108,6 +108,14 @@ def make_corpora(kbgym: Any, count: int, questions: int, docs: int, splits: tupl
 EXAM_SPLITS = ("test_in", "test_out", "eval")
 
 
+def split_sizes(data: Any) -> dict[str, int]:
+    """A universe's split sizes: `data.split_sizes` over the pipeline's defaults (train: 4 questions a training
+    corpus, at least 30)."""
+    sizes = {"train": max(30, data.train_corpora * 4), "test_in": 20, "test_out": 10, "eval_in": 5, "eval_out": 5}
+    sizes.update(dict(getattr(data, "split_sizes", None) or {}))
+    return sizes
+
+
 def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[Corpus]]:
     """(KBGym, training corpora, exam corpora) as a `DataConfig` describes them.
 
@@ -121,8 +129,7 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
     """
     from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 
-    sizes = {"train": max(30, data.train_corpora * 4), "test_in": 20, "test_out": 10, "eval_in": 5, "eval_out": 5}
-    sizes.update(dict(getattr(data, "split_sizes", None) or {}))
+    sizes = split_sizes(data)
     kbgym = build_kbgym(people=data.people, seed=data.seed, sizes=SplitSizes(**sizes))
     common: dict[str, Any] = dict(
         questions=data.questions_per_corpus, docs=data.docs_per_corpus, seed=data.seed, max_support=data.max_support,
@@ -140,3 +147,30 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
     held = make_corpora(kbgym, data.exam_corpora, splits=EXAM_SPLITS, prefix="x", min_support=min_support,
                         **common) if exam else []
     return kbgym, train, held
+
+
+def sft_corpora(data: Any, count: int) -> list[Corpus]:
+    """Up to `count` teacher corpora from the universes `data.sft_seeds`, drawn as the training corpora are (every
+    split, `train_min_support` (or `min_support`)..`max_support` members; questions suffixed `@s<seed>`), all of
+    each universe's questions before the next; [] without seeds."""
+    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+
+    sizes = split_sizes(data)
+    kinds = tuple(getattr(data, "question_kinds", None) or ())
+    splits = ("train", *EXAM_SPLITS)
+    out: list[Corpus] = []
+    for seed in getattr(data, "sft_seeds", None) or ():
+        if seed == data.seed:
+            raise CorpusError(f"data.sft_seeds holds the exam's universe {seed} (data.seed): the exam would leak")
+        world = build_kbgym(people=data.people, seed=seed, sizes=SplitSizes(**sizes))
+        low = max(1, getattr(data, "train_min_support", 0) or getattr(data, "min_support", 1))
+        available = sum(1 for q in world.bundle.questions if q.split in splits
+                        and low <= len(q.support) <= data.max_support and kind_matches(q, kinds))
+        n = min(count - len(out), available // data.questions_per_corpus)
+        if n <= 0:
+            continue
+        made = make_corpora(world, n, questions=data.questions_per_corpus, docs=data.docs_per_corpus, splits=splits,
+                            seed=seed, prefix=f"s{seed}-", max_support=data.max_support, question_kinds=kinds,
+                            min_support=low, path_style=getattr(data, "path_style", "id"))
+        out += [replace(c, questions=[replace(q, id=f"{q.id}@s{seed}") for q in c.questions]) for c in made]
+    return out

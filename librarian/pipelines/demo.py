@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
@@ -59,7 +59,7 @@ class DemoConfig:
 
 def run(cfg: DemoConfig) -> dict:
     """Run the demo; returns the figures also written to `results.json`."""
-    from librarian.datasets import to_documents
+    from librarian.datasets import flat_documents
     from librarian.datasets.kbgym.build import build_kbgym
     from librarian.models import make_backend
     from librarian.roles import ToolContext, ToolEnv, kbgym_curator, run_episode
@@ -75,7 +75,7 @@ def run(cfg: DemoConfig) -> dict:
 
     log.info("1/6 generating a KBGym universe of %d people (seed %d)", cfg.people, cfg.seed)
     kbgym = build_kbgym(people=cfg.people, seed=cfg.seed)
-    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(kbgym.corpus)]
+    docs = flat_documents(kbgym.corpus)
     train = [q for q in kbgym.bundle.questions if q.split == "train"][: cfg.curate_questions]
 
     log.info("2/6 building the flat store (%d atomic facts) and its %s search index", len(docs), cfg.search.backend)

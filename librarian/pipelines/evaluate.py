@@ -35,7 +35,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from librarian.config import ConfigError, to_plain
+from librarian.config import ConfigError, to_plain, write_config
 from librarian.datasets.records import DatasetError
 from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
@@ -241,7 +241,7 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
 
 def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     """Build, examine and compare the stores; returns what results.json holds."""
-    from librarian.datasets import to_documents
+    from librarian.datasets import flat_documents
     from librarian.datasets.kbgym.gradient import gradient_groups
     from librarian.datasets.source import load_source, require_splits
     from librarian.evaluation.exam import compare, run_local, summarize
@@ -252,9 +252,7 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
 
     _check(cfg)
     started = time.perf_counter()
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    out = write_config(cfg.out_dir, cfg)
 
     try:
         source = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
@@ -262,7 +260,7 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     except DatasetError as exc:
         raise ConfigError(str(exc)) from None
     log.info("1/5 %s -> the flat store", source.describe())
-    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(source.corpus)]
+    docs = flat_documents(source.corpus)
     flat_ws = Workspace.from_documents(docs, raw_policy="editable")
     questions = [q for s in cfg.splits for q in take_balanced(source.split(s), cfg.questions)]
     kb = source.kbgym

@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from librarian.config import ConfigError, to_plain
+from librarian.config import ConfigError, to_plain, write_config
 from librarian.datasets.records import DatasetError, Question
 from librarian.pipelines.online_config import EvaluateOnlineConfig, check
 from librarian.pipelines.online_curation import Logged, Reask, Reasked, Served, held_back
@@ -137,9 +137,8 @@ def run(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
 
 def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     """The prequential run (see the module docstring); returns the figures written to results.json."""
-    from omegaconf import OmegaConf
 
-    from librarian.datasets import to_documents
+    from librarian.datasets import flat_documents
     from librarian.datasets.source import load_source
     from librarian.pipelines.online_report import compare, crossover, plot, windows
     from librarian.pipelines.online_workspace import OnlineWorkspace
@@ -147,16 +146,14 @@ def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
 
     check(cfg)
     started = time.perf_counter()
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    out = write_config(cfg.out_dir, cfg)
     try:
         data = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
     except DatasetError as exc:
         raise ConfigError(str(exc)) from None
     stream, heldout = stream_of(data, cfg)
     log.info("1/5 %s -> the flat store as version 0", data.describe())
-    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(data.corpus)]
+    docs = flat_documents(data.corpus)
     folder = out / "workspace"
     write_flat_build(docs, folder, cfg.search)
     scripted_reader, scripted_curator = data.scripted_policies

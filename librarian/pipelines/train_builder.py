@@ -30,7 +30,7 @@ from typing import Any
 
 from librarian.cluster.rollout_worker import BuilderRolloutWorker
 from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.builder_corpora import task_corpora
+from librarian.pipelines.builder_corpora import sft_corpora, task_corpora
 from librarian.pipelines.builder_exam import policy_builds, run_exam
 from librarian.pipelines.builder_report import write_outputs
 from librarian.pipelines.builder_steps import BuilderTask, initial_utilities, teacher_samples
@@ -48,11 +48,13 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     log.info("1/5 KBGym universe of %d people -> %d training and %d exam corpora", d.people, d.train_corpora,
              d.exam_corpora)
     _, train, exam = task_corpora(d, exam=cfg.exam.enabled)
+    teacher = (train + sft_corpora(d, cfg.sft.corpora - len(train)))[: cfg.sft.corpora] if cfg.sft.enabled else []
 
     log.info("2/5 Ray: learner, %d rollout workers, %d probe workers", cfg.rollout.workers, cfg.probe.workers)
     with Trainer(cfg, "train_builder", BuilderRolloutWorker, (cfg.rollout, cfg.reward), probe=cfg.probe) as t:
-        probes = ProbeService(t.session.probe_run, {c.corpus_id: c.questions for c in train + exam}, cfg.reward)
-        task = BuilderTask(cfg, train, probes, initial_utilities(train + exam, probes))
+        everything = list({c.corpus_id: c for c in train + exam + teacher}.values())
+        probes = ProbeService(t.session.probe_run, {c.corpus_id: c.questions for c in everything}, cfg.reward)
+        task = BuilderTask(cfg, train, probes, initial_utilities(everything, probes))
         stages: dict[str, dict] = {}
         fresh = cfg.exam.enabled and not cfg.resume
         if fresh and cfg.exam.untrained:
@@ -60,7 +62,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
             stages["untrained_builder"] = policy_builds(cfg, t.session, exam, "untrained", min_version=-1)
 
         log.info("3/5 SFT warm start from the scripted builder's verified builds")
-        sft = t.warm_start(lambda: teacher_samples(cfg, t.session, task))
+        sft = t.warm_start(lambda: teacher_samples(cfg, t.session, task, teacher))
         if fresh and cfg.exam.sft_only and cfg.sft.enabled:
             log.info("exam builds of the policy after SFT")
             stages["sft_builder"] = policy_builds(cfg, t.session, exam, "sft")

@@ -31,14 +31,12 @@ import json
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from librarian.config import ConfigError, to_plain
+from librarian.config import ConfigError, to_plain, write_config
 from librarian.datasets.records import DatasetError
 from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
@@ -137,7 +135,7 @@ def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
 
 def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     """Train a store on the train split and examine it; returns the figures also written to results.json."""
-    from librarian.datasets import to_documents
+    from librarian.datasets import flat_documents
     from librarian.datasets.source import load_source, require_splits
     from librarian.evaluation.metrics.coverage import coverage_readings
     from librarian.pipelines.curator_exams import as_rows, compare, freeze, per_class, run_exam, summarize
@@ -150,9 +148,7 @@ def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     from librarian.workspace import NearDuplicateGuard, Workspace, codec, write_trace
 
     _check(cfg)
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)), encoding="utf-8")
+    out = write_config(cfg.out_dir, cfg)
     started = time.perf_counter()
     traj_file = (out / "trajectories.jsonl").open("w", encoding="utf-8") if cfg.save_trajectories else None
 
@@ -166,7 +162,7 @@ def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     except DatasetError as exc:
         raise ConfigError(str(exc)) from None
     log.info("1/5 %s -> flat store and %s index", data.describe(), cfg.search.backend)
-    docs = [replace(d, path=f"facts/{d.id}") for d in to_documents(data.corpus)]
+    docs = flat_documents(data.corpus)
     ws = Workspace.from_documents(docs, raw_policy="editable", guard=NearDuplicateGuard(threshold=cfg.dedup_threshold))
     initial = ws.copy()
     index = make_index(cfg.search)

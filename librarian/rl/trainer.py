@@ -15,10 +15,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from librarian.config import to_plain, to_yaml
+from librarian.config import to_plain, write_config
 from librarian.redact import redact
 from librarian.rl.loop import run_steps
 from librarian.rl.session import RLSession
@@ -36,9 +35,7 @@ class Trainer:
         self.cfg = cfg
         self.pipeline = pipeline
         self.started = time.perf_counter()
-        self.out = Path(cfg.out_dir)
-        self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")
+        self.out = write_config(cfg.out_dir, cfg)
         self.actors = (worker_cls, tuple(worker_args), probe)
         self.first = 0
         self.tracker: Any = None

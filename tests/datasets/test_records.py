@@ -11,6 +11,7 @@ from librarian.datasets import (
     CorpusDoc,
     DatasetError,
     Question,
+    flat_documents,
     read_parquet,
     to_documents,
     write_parquet,
@@ -69,3 +70,13 @@ def test_take_balanced_takes_classes_in_turn() -> None:
     assert [q.qclass for q in picked] == ["QC1", "QC2", "QC3", "QC1", "QC2"]
     assert take_balanced(qs, -1) == qs and take_balanced(qs, 99) == qs
     assert [q.id for q in qs][:2] == ["q10", "q11"]  # the input is not consumed
+
+
+def test_flat_documents_put_every_corpus_document_at_facts_id_and_keep_its_text_and_provenance():
+    docs = [CorpusDoc("d1", "Ada lives in Port Avel.", "city:p1:Port Avel", "c1", source="city", title="Ada"),
+            CorpusDoc("d2", "Bo's job is baker.", "job:p2:baker", "c2", path="elsewhere/d2")]
+    flat = flat_documents(docs)
+    assert [(d.id, d.path, d.text) for d in flat] == [("d1", "facts/d1", "Ada lives in Port Avel."),
+                                                      ("d2", "facts/d2", "Bo's job is baker.")]
+    assert [d.origin for d in flat] == [d.origin for d in to_documents(docs)]
+    assert flat[0].metadata["title"] == "Ada"

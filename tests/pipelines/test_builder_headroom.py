@@ -9,7 +9,7 @@ import pytest
 
 from librarian.config import load_config
 from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.builder_corpora import CorpusError, make_corpora, task_corpora
+from librarian.pipelines.builder_corpora import CorpusError, make_corpora, sft_corpora, task_corpora
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "configs" / "learning_builder.yaml"
@@ -96,3 +96,27 @@ def test_training_corpora_can_come_from_another_world_with_their_own_minimum_sup
     assert exam_ids == [(c.corpus_id, [q.id for q in c.questions], [d.id for d in c.docs]) for c in other[2]]
     assert not {q.id for c in other[1] for q in c.questions} & {q.id for c in other[2] for q in c.questions}
     assert all(q.id.endswith("@w3") for c in other[1] for q in c.questions)
+
+
+def test_sft_corpora_come_from_further_worlds_with_every_group_size_and_never_from_the_exam_world():
+    base = ["data.people=200", "data.train_corpora=3", "data.exam_corpora=4", "data.max_support=13",
+            "data.min_support=6", "data.questions_per_corpus=1", "data.docs_per_corpus=16",
+            "data.question_kinds=[qc4_city_count,qc4_job_count]", "data.train_seed=3", "data.train_min_support=11",
+            "data.split_sizes={train: 60, test_in: 250, test_out: 0, eval_in: 40, eval_out: 0}"]
+    assert sft_corpora(load_config(TrainBuilderConfig, base).data, 10) == []  # no seeds: training corpora only
+    data = load_config(TrainBuilderConfig, [*base, "data.sft_seeds=[4,5]", "data.train_min_support=0"]).data
+    teacher = sft_corpora(data, 30)
+    assert len(teacher) == 30 and len({c.corpus_id for c in teacher}) == 30
+    sizes = [len(q.support) for c in teacher for q in c.questions]
+    assert min(sizes) < 11 <= max(sizes) and all(6 <= n <= 13 for n in sizes)  # easy and hard groups alike
+    hard = sft_corpora(load_config(TrainBuilderConfig, [*base, "data.sft_seeds=[4,5]"]).data, 30)
+    assert 10 <= len(hard) < 30  # as many as the two worlds hold
+    assert all(len(q.support) >= 11 for c in hard for q in c.questions)  # drawn as the training corpora are
+    seeds = [q.id.rsplit("@s", 1)[1] for c in teacher for q in c.questions]
+    assert seeds[0] == "4" and seeds[-1] == "5" and seeds == sorted(seeds)  # the first world before the next
+    assert len(sft_corpora(data, 5)) == 5
+    _, train, exam = task_corpora(data)
+    ids = {q.id for c in teacher for q in c.questions}
+    assert not ids & {q.id for c in train + exam for q in c.questions}
+    with pytest.raises(CorpusError, match="sft_seeds holds the exam's universe 1"):
+        sft_corpora(load_config(TrainBuilderConfig, [*base, "data.sft_seeds=[1]"]).data, 3)
