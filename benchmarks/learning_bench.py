@@ -39,6 +39,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     over_control_fields,
     plot_learning,
+    pool_report,
     read_results,
     reward_gain,
     rewards_by_step,
@@ -81,9 +82,20 @@ def exam_figures(results: dict[str, Any]) -> dict[str, Any]:
 RUN_EXTRA = ["exam.untrained=true", "exam.sft_only=true"]
 
 
+def build_reward(row: dict) -> float:
+    """A build's reward: the sum of its turns' rewards (a trajectories.jsonl row)."""
+    return sum(t["reward"] for t in row["turns"])
+
+
 def main(argv: list[str] | None = None) -> int:
     args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
+    if args.pool:  # earlier OUT folders, pooled: nothing runs
+        try:
+            print(json.dumps(pool_report(out, [Path(p) for p in args.pool], build_reward), indent=2))
+        except ValueError as exc:
+            raise SystemExit(f"--pool: {exc}") from None
+        return 0
     if args.only == "run":
         run_pipeline(args.config, out / "run", [*common, *RUN_EXTRA])
         return 0
@@ -121,9 +133,6 @@ def control_overrides(common: list[str], run_config: dict[str, Any]) -> list[str
 
 def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: float) -> int:
     """results.json and learning.png from the two runs' folders."""
-    def build_reward(row: dict) -> float:
-        return sum(t["reward"] for t in row["turns"])
-
     per_step = rewards_by_step(out / "run", build_reward)
     control_per_step = rewards_by_step(out / "control", build_reward)
     history = run["history"]

@@ -45,6 +45,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     over_control_fields,
     plot_learning,
+    pool_report,
     read_results,
     reward_gain,
     rewards_by_step,
@@ -104,6 +105,12 @@ def eval_figures(run: dict[str, Any], control: dict[str, Any], seed: int = 0) ->
 def main(argv: list[str] | None = None) -> int:
     args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
+    if args.pool:  # earlier OUT folders, pooled: nothing runs
+        try:
+            print(json.dumps(pool_report(out, [Path(p) for p in args.pool], lambda row: row["reward"]), indent=2))
+        except ValueError as exc:
+            raise SystemExit(f"--pool: {exc}") from None
+        return 0
     resolved = load(args.config, common)
     sft_lr = resolved.sft.lr or resolved.learner.lr  # the control's SFT is the run's
     if args.only == "run":

@@ -10,7 +10,7 @@ the control compares the two runs build by build at each step.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,39 @@ def gain_over_control(run: dict[int, list[float]], control: dict[int, list[float
     ci = cluster_bootstrap_ci([r for _, r, _ in pairs], [s for s, _, _ in pairs], [c for _, _, c in pairs],
                               statistic="mean_difference", seed=seed)
     return {"gain": ci.point, "ci": ci.as_list(), "steps": len(steps)}
+
+
+def pooled_gain_over_control(pairs: Sequence[tuple[dict[int, list[float]], dict[int, list[float]]]], skip: int = 1,
+                             seed: int = 0) -> dict[str, Any]:
+    """`gain_over_control` over several (run, control) pairs, e.g. replicates with other seeds or settings: each
+    pair's steps stay its own (a step is only ever paired with the same step of its own control), each pair's
+    first `skip` steps are left out, and the CI resamples whole steps of all pairs; raises ValueError when no
+    step is left."""
+    offset = 1 + max((s for r, c in pairs for s in (*r, *c)), default=0)
+    run: dict[int, list[float]] = {}
+    control: dict[int, list[float]] = {}
+    for k, (r, c) in enumerate(pairs):
+        for s in set(r) & set(c):
+            if s >= skip:
+                run[k * offset + s], control[k * offset + s] = r[s], c[s]
+    out = gain_over_control(run, control, skip=0, seed=seed)
+    return {**out, "pairs": len(pairs)}
+
+
+def pool_report(out: Path, folders: Sequence[Path], reward: Callable[[dict], float]) -> dict[str, Any]:
+    """`--pool`: the gain over the control pooled over earlier benchmark folders (each holding `run/` and
+    `control/`), written to `out/pooled.json`; raises ValueError naming a folder that lacks either."""
+    pairs = []
+    for folder in folders:
+        missing = [w for w in ("run", "control") if not (Path(folder) / w / "trajectories.jsonl").is_file()]
+        if missing:
+            raise ValueError(f"{folder}: no {' or '.join(missing)} trajectories; --pool takes benchmark OUT folders")
+        pairs.append((rewards_by_step(Path(folder) / "run", reward), rewards_by_step(Path(folder) / "control", reward)))
+    pooled = pooled_gain_over_control(pairs)
+    result = {"folders": [str(f) for f in folders], "gain_over_control": pooled["gain"],
+              "gain_over_control_ci": pooled["ci"], "steps": pooled["steps"], "pairs": pooled["pairs"]}
+    (Path(out) / "pooled.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return result
 
 
 def over_control_fields(run: dict[int, list[float]], control: dict[int, list[float]]) -> dict[str, Any]:
@@ -109,6 +142,9 @@ def bench_args(description: str, default_config: str, argv: list[str] | None = N
     ap.add_argument("--only", choices=("run", "control"), help="run just one of the two (what --concurrent does)")
     ap.add_argument("--report", action="store_true",
                     help="run nothing: write results.json and the plot from the run and control folders in OUT")
+    ap.add_argument("--pool", nargs="+", metavar="DIR",
+                    help="run nothing: the gain over the control pooled over these earlier OUT folders (replicates), "
+                         "written to OUT/pooled.json")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for both runs")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

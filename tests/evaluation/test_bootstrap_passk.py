@@ -180,3 +180,38 @@ def test_gain_over_control_pairs_builds_by_step():
         assert abs(gain_over_control(x, y)["gain"] + gain_over_control(y, x)["gain"]) < 1e-12
 
     antisymmetric()
+
+
+def test_pooled_gain_over_control_keeps_each_pairs_steps_apart_and_leaves_out_each_first_step(tmp_path):
+    import json
+
+    from librarian.evaluation.learning_curves import gain_over_control, pool_report, pooled_gain_over_control
+
+    control = {s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)}
+    better = {s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else [0.0] * 4) for s in range(6)}
+    one = pooled_gain_over_control([(better, control)])
+    assert one["gain"] == gain_over_control(better, control)["gain"] and one["steps"] == 5 and one["pairs"] == 1
+    # a second pair whose step 0 differs wildly: left out, as every pair's first step is
+    other = {0: [1.0] * 4, **{s: [0.0] * 4 for s in range(1, 4)}}
+    other_control = {0: [0.0] * 4, **{s: [0.0] * 4 for s in range(1, 4)}}
+    two = pooled_gain_over_control([(better, control), (other, other_control)])
+    assert two["steps"] == 8 and two["pairs"] == 2
+    assert abs(two["gain"] - (15 - 8) / 32) < 1e-12  # 5 steps gain 7 of 20 builds, 3 steps gain nothing
+    with pytest.raises(ValueError, match="no GRPO step"):
+        pooled_gain_over_control([({0: [1.0]}, {0: [0.0]})])
+
+    def write(folder, which, per_step):
+        (folder / which).mkdir(parents=True)
+        rows = [{"step": s, "reward": r} for s, rs in per_step.items() for r in rs]
+        (folder / which / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    write(tmp_path / "a", "run", better)
+    write(tmp_path / "a", "control", control)
+    write(tmp_path / "b", "run", other)
+    write(tmp_path / "b", "control", other_control)
+    result = pool_report(tmp_path, [tmp_path / "a", tmp_path / "b"], lambda row: row["reward"])
+    assert json.loads((tmp_path / "pooled.json").read_text()) == result
+    assert result["gain_over_control"] == two["gain"] and result["steps"] == 8
+    write(tmp_path / "c", "run", better)  # its control never ran
+    with pytest.raises(ValueError, match="c: no control trajectories"):
+        pool_report(tmp_path, [tmp_path / "a", tmp_path / "c"], lambda row: row["reward"])
