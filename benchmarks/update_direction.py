@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from librarian.learner import Learner
     from librarian.learner.sft import fine_tune
     from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.builder_corpora import task_corpora
+    from librarian.pipelines.builder_corpora import task_corpora, teacher_corpora
     from librarian.pipelines.builder_steps import BuilderTask, initial_utilities, teacher_samples
     from librarian.rewards.construction import ProbeService
     from librarian.rl.samples import policy_samples
@@ -86,10 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     if cfg.data.train_corpora < 2:
         raise SystemExit("update_direction needs data.train_corpora >= 2 (a trained and a held-out corpus)")
     _, train, _ = task_corpora(cfg.data, exam=False)
+    teacher = teacher_corpora(cfg.data, train, cfg.sft.corpora)
+    everything = list({c.corpus_id: c for c in train + teacher}.values())
     runner = ExamRunner(cfg.probe)
     probes = ProbeService(lambda data, qs, rep: run_local(data, qs, cfg.probe, rep, runner=runner),
-                          {c.corpus_id: c.questions for c in train}, cfg.reward)
-    task = BuilderTask(cfg, train, probes, initial_utilities(train, probes))
+                          {c.corpus_id: c.questions for c in everything}, cfg.reward)
+    task = BuilderTask(cfg, train, probes, initial_utilities(everything, probes))
     worker = BuilderRolloutWorker(cfg.rollout, cfg.reward)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     policy = worker.backend
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     sft_dir = out / "sft"
     if not (sft_dir / "learner.json").is_file():
-        samples, kept = teacher_samples(cfg, LocalSession(worker), task)
+        samples, kept = teacher_samples(cfg, LocalSession(worker), task, teacher)
         fresh = learner()
         history = fine_tune(fresh, samples, epochs=cfg.sft.epochs, batch_size=cfg.sft.batch_size, seed=cfg.seed,
                             lr=cfg.sft.lr or None)

@@ -271,7 +271,6 @@ def to_documents(corpus: Sequence[CorpusDoc], collection: str | None = None) -> 
     return out
 
 
-
 def flat_documents(corpus: Sequence[CorpusDoc]) -> list[Document]:
     """The flat store's nodes: every corpus document at `facts/<id>` (what the pipelines start a store from)."""
     return [replace(d, path=f"facts/{d.id}") for d in to_documents(corpus)]

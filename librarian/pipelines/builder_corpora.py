@@ -66,6 +66,13 @@ def kind_matches(q: Any, kinds: tuple[str, ...] | list[str]) -> bool:
     return not kinds or q.template in kinds or q.qclass in kinds
 
 
+def eligible_questions(kbgym: Any, splits: tuple[str, ...], min_support: int, max_support: int,
+                       kinds: tuple[str, ...]) -> list[Any]:
+    """The universe's questions in `splits` with `min_support`..`max_support` supporting facts and one of `kinds`."""
+    return [q for q in kbgym.bundle.questions
+            if q.split in splits and max(1, min_support) <= len(q.support) <= max_support and kind_matches(q, kinds)]
+
+
 def make_corpora(kbgym: Any, count: int, questions: int, docs: int, splits: tuple[str, ...], seed: int,
                  prefix: str, max_support: int = 3, question_kinds: tuple[str, ...] | list[str] = (),
                  min_support: int = 1, path_style: str = "id") -> list[Corpus]:
@@ -81,8 +88,7 @@ def make_corpora(kbgym: Any, count: int, questions: int, docs: int, splits: tupl
     by_title: dict[str, list[str]] = {}
     for d in all_docs.values():
         by_title.setdefault(str(d.metadata.get("title", "")), []).append(d.id)
-    pool = [q for q in kbgym.bundle.questions
-            if q.split in splits and max(1, min_support) <= len(q.support) <= max_support and kind_matches(q, kinds)]
+    pool = eligible_questions(kbgym, splits, min_support, max_support, kinds)
     rng = random.Random(seed)
     rng.shuffle(pool)
     if len(pool) < count * questions:
@@ -158,14 +164,13 @@ def sft_corpora(data: Any, count: int) -> list[Corpus]:
     sizes = split_sizes(data)
     kinds = tuple(getattr(data, "question_kinds", None) or ())
     splits = ("train", *EXAM_SPLITS)
+    low = getattr(data, "train_min_support", 0) or getattr(data, "min_support", 1)
     out: list[Corpus] = []
     for seed in getattr(data, "sft_seeds", None) or ():
         if seed == data.seed:
             raise CorpusError(f"data.sft_seeds holds the exam's universe {seed} (data.seed): the exam would leak")
         world = build_kbgym(people=data.people, seed=seed, sizes=SplitSizes(**sizes))
-        low = max(1, getattr(data, "train_min_support", 0) or getattr(data, "min_support", 1))
-        available = sum(1 for q in world.bundle.questions if q.split in splits
-                        and low <= len(q.support) <= data.max_support and kind_matches(q, kinds))
+        available = len(eligible_questions(world, splits, low, data.max_support, kinds))
         n = min(count - len(out), available // data.questions_per_corpus)
         if n <= 0:
             continue
@@ -174,3 +179,8 @@ def sft_corpora(data: Any, count: int) -> list[Corpus]:
                             min_support=low, path_style=getattr(data, "path_style", "id"))
         out += [replace(c, questions=[replace(q, id=f"{q.id}@s{seed}") for q in c.questions]) for c in made]
     return out
+
+
+def teacher_corpora(data: Any, train: list[Corpus], count: int) -> list[Corpus]:
+    """The SFT teacher's `count` corpora: the training corpora, then those of `data.sft_seeds`."""
+    return (train + sft_corpora(data, count - len(train)))[:count]

@@ -105,13 +105,11 @@ def sft_verified(end: str, gain: float, min_gain: float) -> bool:
     return gain >= min_gain and (end == "done" or (end == "budget" and gain > 0))
 
 
-def teacher_samples(cfg: Any, session: Any, task: BuilderTask, corpora: Sequence[Corpus] | None = None
-                    ) -> tuple[list, dict[str, Any]]:
-    """The scripted builder's builds of `corpora` (default: the first `sft.corpora` training corpora; tokenized by
-    the policy's tokenizer), the verified ones' SFT samples, and what was kept."""
+def teacher_samples(cfg: Any, session: Any, task: BuilderTask, corpora: Sequence[Corpus]) -> tuple[list, dict[str, Any]]:
+    """The scripted builder's builds of `corpora` (`builder_corpora.teacher_corpora`; tokenized by the policy's
+    tokenizer), the verified ones' SFT samples, and what was kept."""
     from librarian.learner.sft import verified_samples
 
-    corpora = task.corpora[: cfg.sft.corpora] if corpora is None else corpora
     jobs = [BuildJob(f"sft-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed, greedy=True,
                      teacher=cfg.sft.teacher, budget=cfg.sft.budget) for c in corpora]
     records = [r for recs in session.rollouts.run(jobs).values() for r in recs]

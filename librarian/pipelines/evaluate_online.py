@@ -137,7 +137,6 @@ def run(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
 
 def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     """The prequential run (see the module docstring); returns the figures written to results.json."""
-
     from librarian.datasets import flat_documents
     from librarian.datasets.source import load_source
     from librarian.pipelines.online_report import compare, crossover, plot, windows

@@ -30,7 +30,7 @@ from typing import Any
 
 from librarian.cluster.rollout_worker import BuilderRolloutWorker
 from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.builder_corpora import sft_corpora, task_corpora
+from librarian.pipelines.builder_corpora import task_corpora, teacher_corpora
 from librarian.pipelines.builder_exam import policy_builds, run_exam
 from librarian.pipelines.builder_report import write_outputs
 from librarian.pipelines.builder_steps import BuilderTask, initial_utilities, teacher_samples
@@ -48,7 +48,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     log.info("1/5 KBGym universe of %d people -> %d training and %d exam corpora", d.people, d.train_corpora,
              d.exam_corpora)
     _, train, exam = task_corpora(d, exam=cfg.exam.enabled)
-    teacher = (train + sft_corpora(d, cfg.sft.corpora - len(train)))[: cfg.sft.corpora] if cfg.sft.enabled else []
+    teacher = teacher_corpora(d, train, cfg.sft.corpora) if cfg.sft.enabled else []
 
     log.info("2/5 Ray: learner, %d rollout workers, %d probe workers", cfg.rollout.workers, cfg.probe.workers)
     with Trainer(cfg, "train_builder", BuilderRolloutWorker, (cfg.rollout, cfg.reward), probe=cfg.probe) as t:

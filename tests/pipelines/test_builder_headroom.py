@@ -9,7 +9,7 @@ import pytest
 
 from librarian.config import load_config
 from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.builder_corpora import CorpusError, make_corpora, sft_corpora, task_corpora
+from librarian.pipelines.builder_corpora import CorpusError, make_corpora, sft_corpora, task_corpora, teacher_corpora
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "configs" / "learning_builder.yaml"
@@ -116,6 +116,9 @@ def test_sft_corpora_come_from_further_worlds_with_every_group_size_and_never_fr
     assert seeds[0] == "4" and seeds[-1] == "5" and seeds == sorted(seeds)  # the first world before the next
     assert len(sft_corpora(data, 5)) == 5
     _, train, exam = task_corpora(data)
+    chosen = teacher_corpora(data, train, 5)  # the training corpora first, then the other worlds'
+    assert [c.corpus_id for c in chosen] == [c.corpus_id for c in train] + [c.corpus_id for c in teacher[:2]]
+    assert [c.corpus_id for c in teacher_corpora(data, train, 2)] == [c.corpus_id for c in train[:2]]
     ids = {q.id for c in teacher for q in c.questions}
     assert not ids & {q.id for c in train + exam for q in c.questions}
     with pytest.raises(CorpusError, match="sft_seeds holds the exam's universe 1"):
