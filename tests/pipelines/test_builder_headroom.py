@@ -9,7 +9,13 @@ import pytest
 
 from librarian.config import load_config
 from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.builder_corpora import CorpusError, make_corpora, sft_corpora, task_corpora, teacher_corpora
+from librarian.pipelines.builder_corpora import (
+    CorpusError,
+    make_corpora,
+    sft_corpora,
+    task_corpora,
+    teacher_corpora,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "configs" / "learning_builder.yaml"
