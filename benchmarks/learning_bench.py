@@ -44,6 +44,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     reward_gain,
     rewards_by_step,
     run_concurrently,
+    shared_warm_start,
 )
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return report(out, args, run, wall, wall)
     run = run_pipeline(args.config, out / "run", [*common, *RUN_EXTRA])
     run_s = time.perf_counter() - started
-    run_pipeline(args.config, out / "control", control_overrides(common, run["config"]))
+    run_pipeline(args.config, out / "control",
+                 [*control_overrides(common, run["config"]), *shared_warm_start(out, common)])
     control_s = time.perf_counter() - started - run_s
     return report(out, args, run, run_s, control_s)
 

@@ -50,6 +50,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     reward_gain,
     rewards_by_step,
     run_concurrently,
+    shared_warm_start,
 )
 
 DEFAULT_CONFIG = "configs/researcher_learning.yaml"
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         run = run_pipeline(args.config, out / "run", common)
         run_s = time.perf_counter() - started
-        control = run_pipeline(args.config, out / "control", control_overrides(common, sft_lr))
+        control = run_pipeline(args.config, out / "control",
+                               [*control_overrides(common, sft_lr), *shared_warm_start(out, common)])
         control_s = time.perf_counter() - started - run_s
     per_step = rewards_by_step(out / "run", lambda row: row["reward"])
     control_per_step = rewards_by_step(out / "control", lambda row: row["reward"])

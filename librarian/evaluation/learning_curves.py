@@ -172,3 +172,13 @@ def read_results(out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     run, control = (json.loads((Path(out) / which / "results.json").read_text(encoding="utf-8"))
                     for which in ("run", "control"))
     return run, control
+
+
+def shared_warm_start(out: Path, overrides: Sequence[str]) -> list[str]:
+    """The control's extra override: start from the warm start the run saved (OUT/run/checkpoints/sft: the same
+    SFT, same seeds, data and settings) instead of repeating it; none when the overrides name one or the run
+    saved none."""
+    folder = out / "run" / "checkpoints" / "sft"
+    if any(o.startswith("sft.init_from=") for o in overrides) or not (folder / "learner.json").is_file():
+        return []
+    return [f"sft.init_from={folder}"]

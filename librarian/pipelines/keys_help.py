@@ -134,6 +134,7 @@ GLOSSARY: dict[str, str] = {
     "sft.corpora": "corpora the teacher builds for SFT",
     "sft.budget": "the teacher's actions per build",
     "sft.epochs": "SFT passes over the verified trajectories",
+    "init_from": "an earlier run's saved warm start (its out_dir/checkpoints/sft): loaded instead of running SFT",
     "min_gain": "least utility gain for a teacher trajectory to count as verified",
     "judge_backend": "backend of the llm exploration judge",
     "judge_options": "options of the llm exploration judge's backend",

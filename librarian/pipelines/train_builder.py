@@ -48,7 +48,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     log.info("1/5 KBGym universe of %d people -> %d training and %d exam corpora", d.people, d.train_corpora,
              d.exam_corpora)
     _, train, exam = task_corpora(d, exam=cfg.exam.enabled)
-    teacher = teacher_corpora(d, train, cfg.sft.corpora) if cfg.sft.enabled else []
+    teacher = teacher_corpora(d, train, cfg.sft.corpora) if cfg.sft.enabled and not cfg.sft.init_from else []
 
     log.info("2/5 Ray: learner, %d rollout workers, %d probe workers", cfg.rollout.workers, cfg.probe.workers)
     with Trainer(cfg, "train_builder", BuilderRolloutWorker, (cfg.rollout, cfg.reward), probe=cfg.probe) as t:
@@ -61,7 +61,8 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
             log.info("exam builds of the untrained policy")
             stages["untrained_builder"] = policy_builds(cfg, t.session, exam, "untrained", min_version=-1)
 
-        log.info("3/5 SFT warm start from the scripted builder's verified builds")
+        log.info("3/5 SFT warm start %s", f"saved in {cfg.sft.init_from}" if cfg.sft.init_from
+                 else "from the scripted builder's verified builds")
         sft = t.warm_start(lambda: teacher_samples(cfg, t.session, task, teacher))
         if fresh and cfg.exam.sft_only and cfg.sft.enabled:
             log.info("exam builds of the policy after SFT")

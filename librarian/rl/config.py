@@ -45,6 +45,7 @@ class SFTConfig:
     epochs: int = 1
     batch_size: int = 4
     lr: float = 0.0  # SFT's learning rate; 0: learner.lr (a control run sets learner.lr=0 and keeps SFT's)
+    init_from: str = ""  # an earlier run's saved warm start (its out_dir/checkpoints/sft): load it, skip SFT
 
     def __post_init__(self) -> None:
         if self.budget < 1 or self.epochs < 1 or self.batch_size < 1:

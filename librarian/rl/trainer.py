@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from librarian.config import to_plain, write_config
+from librarian.config import ConfigError, to_plain, write_config
 from librarian.redact import redact
 from librarian.rl.loop import run_steps
 from librarian.rl.session import RLSession
@@ -35,6 +35,8 @@ class Trainer:
         self.cfg = cfg
         self.pipeline = pipeline
         self.started = time.perf_counter()
+        if cfg.sft.enabled and cfg.sft.init_from:
+            saved_warm_start(cfg.sft.init_from)  # before Ray starts: a wrong folder fails at once
         self.out = write_config(cfg.out_dir, cfg)
         self.actors = (worker_cls, tuple(worker_args), probe)
         self.first = 0
@@ -68,10 +70,17 @@ class Trainer:
             extra = self.session.call("load", cfg.resume)
             self.first = int(extra.get("step", -1)) + 1
             log.info("resumed from %s: continuing at step %d", cfg.resume, self.first)
+        elif cfg.sft.enabled and cfg.sft.init_from:
+            out = self.session.call("load", cfg.sft.init_from)["sft"]
+            out["init_from"] = cfg.sft.init_from
+            log.info("SFT: the warm start saved in %s (%s)", cfg.sft.init_from, out)
         elif cfg.sft.enabled:
             samples, out = sft()
             out.update(self.fine_tune(samples))
-            log.info("SFT: %s", out)
+            if out.get("sft_steps"):
+                folder = self.out / "checkpoints" / "sft"
+                self.session.call("save", str(folder), {"step": -1, "sft": out})
+                log.info("SFT: %s; saved in %s (sft.init_from=%s starts another run from it)", out, folder, folder)
         self.session.publish()
         return out
 
@@ -101,3 +110,20 @@ class Trainer:
                 "wall_s": time.perf_counter() - self.started,
                 "mlflow": {"tracking_uri": self.tracker.tracking_uri, "run_id": self.tracker.run_id},
                 "config": redact(to_plain(self.cfg))}
+
+
+def saved_warm_start(folder: str) -> dict[str, Any]:
+    """What SFT did in the run that saved `folder` (its `checkpoints/sft`); a `ConfigError` naming
+    `sft.init_from` when `folder` is not such a checkpoint."""
+    from librarian.learner import checkpoint
+    from librarian.learner.errors import LearnerError
+
+    try:
+        header = checkpoint.read_header(folder)
+    except LearnerError as exc:
+        raise ConfigError(f"sft.init_from: {exc}") from None
+    sft = (header.get("extra") or {}).get("sft")
+    if not isinstance(sft, dict):
+        raise ConfigError(f"sft.init_from: {folder} is a learner checkpoint but not a saved warm start (a run "
+                          f"writes one in out_dir/checkpoints/sft after SFT; resume= continues from a step's)")
+    return sft

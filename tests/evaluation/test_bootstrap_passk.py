@@ -215,3 +215,15 @@ def test_pooled_gain_over_control_keeps_each_pairs_steps_apart_and_leaves_out_ea
     write(tmp_path / "c", "run", better)  # its control never ran
     with pytest.raises(ValueError, match="c: no control trajectories"):
         pool_report(tmp_path, [tmp_path / "a", tmp_path / "c"], lambda row: row["reward"])
+
+
+def test_shared_warm_start_points_the_control_at_the_runs_saved_sft_unless_one_is_named(tmp_path):
+    from librarian.evaluation.learning_curves import shared_warm_start
+
+    assert shared_warm_start(tmp_path, []) == []  # the run saved none (SFT off, or not run yet)
+    folder = tmp_path / "run" / "checkpoints" / "sft"
+    folder.mkdir(parents=True)
+    assert shared_warm_start(tmp_path, []) == []  # a folder without a committed checkpoint
+    (folder / "learner.json").write_text("{}")
+    assert shared_warm_start(tmp_path, ["steps=3"]) == [f"sft.init_from={folder}"]
+    assert shared_warm_start(tmp_path, ["sft.init_from=/elsewhere"]) == []

@@ -1,9 +1,10 @@
 """`librarian train_builder` end to end on local Ray with a tiny random model.
 
-Three runs share one Ray session: A (3 steps, 2 rollout workers, the probe
-pool, a rollout worker killed mid-batch at step 1), B (2 steps, checkpoints)
-and C (resumed from B's step-1 checkpoint for step 2). B matches A on steps 0
-and 1 (the redone job is the same work) and C's step 2 matches A's.
+Four runs share one Ray session: A (3 steps, 2 rollout workers, the probe
+pool, a rollout worker killed mid-batch at step 1), B (2 steps, checkpoints),
+C (resumed from B's step-1 checkpoint for step 2) and D (B again, from the
+warm start B saved). B matches A on steps 0 and 1 (the redone job is the
+same work), C's step 2 matches A's and D's steps match B's.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def runs(ray_session, tmp_path_factory):
     b = _run([f"out_dir={root / 'b'}", "steps=2", "rollout.workers=1", "probe.workers=0", "exam.enabled=false"])
     c = _run([f"out_dir={root / 'c'}", "steps=3", "rollout.workers=1", "probe.workers=0", "exam.enabled=false",
               f"resume={root / 'b' / 'checkpoints' / 'step_1'}"])
-    return root, a, b, c
+    d = _run([f"out_dir={root / 'd'}", "steps=2", "rollout.workers=1", "probe.workers=0", "exam.enabled=false",
+              f"sft.init_from={root / 'b' / 'checkpoints' / 'sft'}"])
+    return root, a, b, c, d
 
 
 def _advantage_signal(run_dir):
@@ -82,7 +85,7 @@ def test_two_plus_steps_learn_on_ray(runs):
     the gradient are exactly 0 (a baseline pooled over all turns used to give them +-1 by turn position)."""
     from librarian.learner import checkpoint
 
-    root, a, _, _ = runs
+    root, a, *_ = runs
     assert a["grpo_steps"] == 3 and a["sft"]["sft_steps"] >= 1
     assert a["policy_version"] == a["sft"]["sft_steps"] + 3  # one version per update, SFT included
     signal = _advantage_signal(root / "a")
@@ -102,7 +105,7 @@ def test_two_plus_steps_learn_on_ray(runs):
 
 @pytest.mark.slow
 def test_killed_worker_loses_and_doubles_nothing(runs):
-    root, a, b, _ = runs
+    root, a, b, *_ = runs
     assert a["rollout_failures"] == 1 and (root / "markers" / "crashed-s1-b0-c2").is_file()
     rows = [json.loads(line) for line in (root / "a" / "trajectories.jsonl").read_text().splitlines()]
     per_step = Counter(r["step"] for r in rows)
@@ -114,7 +117,7 @@ def test_killed_worker_loses_and_doubles_nothing(runs):
 
 @pytest.mark.slow
 def test_rewards_sum_to_the_probe_gain_plus_the_final_score_per_build(runs):
-    root, a, _, _ = runs
+    root, a, *_ = runs
     assert a["config"]["reward"]["terminal"] == "score"  # paper 000's default (`delta`: tests/rewards, tests/cluster)
     for line in (root / "a" / "trajectories.jsonl").read_text().splitlines():
         r = json.loads(line)
@@ -128,7 +131,7 @@ def test_rewards_sum_to_the_probe_gain_plus_the_final_score_per_build(runs):
 
 @pytest.mark.slow
 def test_resume_after_step_two_matches_the_uninterrupted_run(runs):
-    _, a, _, c = runs
+    _, a, _, c, _ = runs
     assert c["first_step"] == 2 and c["grpo_steps"] == 1
     x, y = a["history"][2], c["history"][0]
     assert y["reward"] == pytest.approx(x["reward"])
@@ -137,12 +140,34 @@ def test_resume_after_step_two_matches_the_uninterrupted_run(runs):
 
 
 @pytest.mark.slow
+def test_a_saved_warm_start_gives_the_run_that_fine_tuned(runs):
+    """D loads the SFT checkpoint B wrote instead of fine-tuning: the same steps, and B's SFT figures."""
+    root, _, b, _, d = runs
+    assert d["sft"]["init_from"] == str(root / "b" / "checkpoints" / "sft")
+    assert d["sft"]["sft_steps"] == b["sft"]["sft_steps"] and d["policy_version"] == b["policy_version"]
+    for x, y in zip(b["history"], d["history"], strict=True):
+        assert y["reward"] == pytest.approx(x["reward"]) and y["loss"] == pytest.approx(x["loss"], abs=1e-6)
+
+
+@pytest.mark.slow
+def test_init_from_refuses_a_folder_that_is_not_a_saved_warm_start(runs, tmp_path):
+    from librarian.rl.trainer import saved_warm_start
+
+    root, *_ = runs
+    assert saved_warm_start(str(root / "b" / "checkpoints" / "sft"))["sft_steps"] >= 1
+    with pytest.raises(ConfigError, match="not a saved warm start"):
+        saved_warm_start(str(root / "b" / "checkpoints" / "step_1"))
+    with pytest.raises(ConfigError, match="sft.init_from: .* is not a learner checkpoint"):
+        saved_warm_start(str(tmp_path))
+
+
+@pytest.mark.slow
 def test_mlflow_has_the_per_step_metrics(runs):
     from mlflow import MlflowClient
 
     from librarian.tracking import metric_history
 
-    _, a, _, _ = runs
+    _, a, *_ = runs
     client = MlflowClient(a["mlflow"]["tracking_uri"])
     assert [s for s, _ in metric_history(client, a["mlflow"]["run_id"], "loss")] == [0, 1, 2]
     assert metric_history(client, a["mlflow"]["run_id"], "rollout_turns_per_s")
