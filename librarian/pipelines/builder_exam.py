@@ -37,7 +37,7 @@ def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int 
 def _frozen(record: Any) -> dict[str, Any]:
     traj = record.trajectory
     return {"final": record.final, "actions": traj.actions, "turns": len(traj.turns), "end": traj.end,
-            "tokens": sum(len(t.response_ids) for t in traj.turns)}
+            "tokens": sum(len(t.response_ids) for t in traj.turns), "calls": [t.text for t in traj.turns]}
 
 
 def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dict] | None = None,
@@ -76,8 +76,8 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
         row["build_actions"] = statistics.fmean(b["actions"] for b in built.values())
         row["construction_tokens"] = sum(b["tokens"] for b in built.values())
         rows.append(row)
-    builds = {name: [{k: v for k, v in b.items() if k != "final"} for b in built.values()]
-              for name, built in builders.items()}
+    builds = {name: [{"corpus": cid, **{k: v for k, v in b.items() if k != "final"}} for cid, b in built.items()]
+              for name, built in builders.items()}  # each build's calls: what a policy did on which corpus
     return rows, {"corpora": detail, "builds": builds, **utility_figures(per_question, n_boot, cfg.seed)}
 
 

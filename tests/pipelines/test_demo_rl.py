@@ -37,6 +37,8 @@ def test_demo_with_rl_on_runs_every_part(tmp_path) -> None:
     assert rl["policy_version"] == 1  # one learner update reached the rollout worker
     assert [r["name"] for r in results["rows"]] == ["flat", "scripted_builder", "trained_builder"]
     assert rl["exam"]["builds"]["trained_builder"] and rl["rollout_failures"] == 0
+    for build in rl["exam"]["builds"]["trained_builder"]:  # kept call by call, named by corpus
+        assert build["corpus"] in rl["exam"]["corpora"] and len(build["calls"]) == build["turns"]
     assert rl["sft"]["teacher_builds"] >= 1
     used = rl["config"]
     assert used["steps"] == 1 and used["rollout"]["options"] == {"model": "tiny"}  # the overrides reached part 3
