@@ -53,6 +53,9 @@ class SFTConfig:
                               f"{self.epochs}, {self.batch_size}")
         if not self.lr >= 0:
             raise ConfigError(f"sft.lr must be >= 0 (0: learner.lr), got {self.lr}")
+        if self.init_from and not self.enabled:
+            raise ConfigError(f"sft.init_from={self.init_from} with sft.enabled=false: the saved warm start would be "
+                              f"ignored; set sft.enabled=true to load it")
 
 
 @dataclass

@@ -178,6 +178,8 @@ def test_config_errors_name_the_key():
         load_config(TrainBuilderConfig, ["rollout.worker=3"])
     with pytest.raises(ConfigError, match="learner.temperature"):
         check(load_config(TrainBuilderConfig, ["rollout.temperature=0.7"]))
+    with pytest.raises(ConfigError, match="sft.init_from=x with sft.enabled=false"):
+        load_config(TrainBuilderConfig, ["sft.enabled=false", "sft.init_from=x"])
     with pytest.raises(ConfigError, match="rollout.temperature must be > 0"):
         check(load_config(TrainBuilderConfig, ["rollout.temperature=0", "learner.temperature=1.0"]))
 
