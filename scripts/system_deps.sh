@@ -12,5 +12,18 @@ fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 echo "system-deps: installing ${need[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+# Another apt run (a second `make` started at the same time, unattended upgrades) may hold apt's or dpkg's
+# lock: wait for it, up to 10 minutes, instead of failing.
+apt_waiting() {
+  local log
+  log=$(mktemp)
+  for _ in $(seq 60); do
+    if "$@" 2>"$log"; then rm -f "$log"; return 0; fi
+    if ! grep -q "Could not get lock" "$log"; then cat "$log" >&2; rm -f "$log"; return 1; fi
+    echo "system-deps: apt is busy (another install holds its lock); waiting" >&2
+    sleep 10
+  done
+  cat "$log" >&2; rm -f "$log"; return 1
+}
+apt_waiting $SUDO apt-get update -qq
+apt_waiting $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
