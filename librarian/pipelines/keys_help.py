@@ -28,6 +28,7 @@ GLOSSARY: dict[str, str] = {
     "test_in_questions": "questions of the test_in split, classes in turn (-1: all)",
     "test_out_questions": "questions of the test_out split, classes in turn (-1: all)",
     "train_questions": "training questions, classes in turn (-1: all)",
+    "grpo_questions": "GRPO's questions: the first N training questions, in turn (0: all)",
     "search_mode": "search the reader's tool uses: bm25, dense or hybrid",
     "show_tree_lines": "lines of the built tree printed at the end",
     "pipeline": "the pipeline every cell runs (train_builder, train_curator, evaluate, ...)",

@@ -32,6 +32,9 @@ class ResearcherDataConfig:
     test_fraction: float = 0.3
     train_questions: int = 16  # at most this many train questions (0: all)
     test_questions: int = 8  # at most this many test questions (0: all)
+    # GRPO's questions: the first N training questions, taken in turn (0: all). With N dividing `steps`, a run's
+    # first and last steps hold the same questions, so its reward gain compares like with like.
+    grpo_questions: int = 0
 
 
 @dataclass
@@ -135,6 +138,8 @@ class TrainResearcherConfig(RLConfig):
         if d.sessions < 1 or d.speakers < 2:
             raise ConfigError(f"data.sessions must be >= 1 and data.speakers >= 2 (sessions are conversations), "
                               f"got {d.sessions}, {d.speakers}")
+        if d.grpo_questions < 0:
+            raise ConfigError(f"data.grpo_questions must be >= 0 (0: every training question), got {d.grpo_questions}")
         if not 0.0 < d.test_fraction < 1.0:
             raise ConfigError(f"data.test_fraction must be in (0, 1): the evaluation needs test questions, "
                               f"got {d.test_fraction}")

@@ -73,12 +73,13 @@ def exhausted(trajectory: Any) -> bool:
 
 
 class ResearcherTask:
-    """The researcher's hint-guided GRPO task over the training questions of the workspace `store`."""
+    """The researcher's hint-guided GRPO task over the training questions of the workspace `store` (the first
+    `data.grpo_questions` of them, when set), taken in turn."""
 
     def __init__(self, cfg: Any, questions: Sequence[Any], store: StoreRef) -> None:
         self.cfg = cfg
-        self.questions = list(questions)
-        self.by_id = {q.id: q for q in questions}
+        self.questions = list(questions)[: cfg.data.grpo_questions or None]
+        self.by_id = {q.id: q for q in self.questions}
         self.store = store
 
     def jobs(self, step: int, version: int) -> list[ResearchJob]:

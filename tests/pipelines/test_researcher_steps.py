@@ -147,5 +147,14 @@ def test_jobs_rotate_questions_and_only_training_jobs_carry_hints():
     assert len({j.job_id for j in jobs + teach}) == len(jobs + teach)
 
 
+def test_grpo_questions_revisit_the_first_n_so_first_and_last_steps_match():
+    qs = [Q(name, [f"s{i}"]) for i, name in enumerate("abcde")]
+    task = _task(qs, "learner.batch_size=1", "data.grpo_questions=3")
+    by_step = [[j.question_id for j in task.jobs(step, 0)] for step in range(12)]
+    assert by_step[:3] == by_step[9:] == [["a"], ["b"], ["c"]]
+    assert {q for step in by_step for q in step} == {"a", "b", "c"} and set(task.by_id) == {"a", "b", "c"}
+    assert {j.question_id for s in range(5) for j in _task(qs, "learner.batch_size=1").jobs(s, 0)} == set("abcde")
+
+
 def test_metrics_of_an_empty_batch_are_empty():
     assert batch_metrics(Scored([], [], [])) == {}

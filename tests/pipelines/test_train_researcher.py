@@ -122,7 +122,7 @@ def test_config_errors_name_the_key(capsys):
                         (["search.mode=fuzzy"], "search.mode"), (["eval.arms=[hierarchical, flatt]"], "flatt"),
                         (["learner.advantage=ppo"], "learner.advantage"), (["sft.judge=human"], "sft.judge"),
                         (["data.test_fraction=0"], "data.test_fraction"), (["sft.max_tokens=1"], "sft.max_tokens"),
-                        (["sft.lr=-1"], "sft.lr"), (["rollout.max_calls_per_turn=2"], "rollout.max_calls_per_turn")):
+                        (["sft.lr=-1"], "sft.lr"), (["data.grpo_questions=-1"], "data.grpo_questions"), (["rollout.max_calls_per_turn=2"], "rollout.max_calls_per_turn")):
         with pytest.raises(ConfigError, match=match):
             check(load_config(TrainResearcherConfig, args))
 
