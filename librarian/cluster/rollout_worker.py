@@ -63,6 +63,12 @@ class RolloutConfig:
     constrained: bool = True  # tool calls sampled under the tools' grammar (a teacher's never are)
     asynchronous: bool = False  # one-step off-policy: step t+1's rollouts run on the weights before update t
     # while the learner updates on step t (staleness 1, bounded by off_policy.max_staleness)
+    sync_timeout_s: float = 1800.0  # one weight publish: the learner's payload, or a broadcast round and the
+    # workers joining its group (0: no limit)
+    colocate: bool = False  # learner rank i and rollout worker i share one GPU (one bundle); the engine sleeps
+    # (sleep_level) while the learner updates and wakes before the next publish (docs/cluster.md)
+    sleep_level: int = 1  # colocate: vLLM's LLM.sleep level: 1 offloads the weights to CPU memory, 2 drops them
+    # (full-weight runs, which load new weights after every update)
 
     def __post_init__(self) -> None:
         for name in ("workers", "budget", "max_new_tokens"):
@@ -232,6 +238,7 @@ class BuilderRolloutWorker:
                                                                         **backend_options(spec.backend, spec.options))
         self.version = int(getattr(self.backend, "policy_version", -1))
         self.endpoint = BroadcastEndpoint(self.backend)
+        self.asleep, self.wakes = False, 0  # a colocated engine sleeps while the learner updates
 
     def pid(self) -> int:
         return os.getpid()
@@ -241,6 +248,7 @@ class BuilderRolloutWorker:
 
     def load(self, payload: Any) -> int:
         """Load published weights (refuses to go back in time)."""
+        self._awake(f"weights version {payload.version}")
         self.version = apply_weights(self.backend, payload)
         return self.version
 
@@ -271,14 +279,38 @@ class BuilderRolloutWorker:
 
     def receive_broadcast(self, version: int, update_info: dict) -> int:
         """Receive the weights the learner broadcasts meanwhile; the version now loaded."""
+        self._awake(f"weights version {version}")
         self.version = self.endpoint.receive(version, update_info)
         return self.version
 
     def leave_broadcast(self) -> None:
         self.endpoint.leave()
 
+    def sleep(self, level: int) -> None:
+        """Free the engine's GPU memory while a colocated learner updates (vLLM: `LLM.sleep(level)`; a backend
+        without a sleep mode keeps its memory). No job or weight load is taken until `wake_up`."""
+        own = getattr(self.backend, "sleep", None)
+        if callable(own):
+            own(level)
+        self.asleep = True
+
+    def wake_up(self) -> int:
+        """The engine's memory back (vLLM: `LLM.wake_up()`); how many times this worker has woken."""
+        own = getattr(self.backend, "wake_up", None)
+        if callable(own):
+            own()
+        self.asleep = False
+        self.wakes += 1
+        return self.wakes
+
+    def _awake(self, what: str) -> None:
+        if self.asleep:
+            raise WeightSyncError(f"{what} reached a sleeping rollout engine (colocated with the learner): the "
+                                  "driver must wake it (wake_up) before it samples or loads weights")
+
     def begin(self, job: Any, box: list | None) -> None:
         """Before a job: load newer weights if it needs them; the injected crash point before any work."""
+        self._awake(f"job {job.job_id}")
         self.sync(job.min_version, box or [])
         if self.spec.crash.should_crash(job.job_id, 0):
             self.spec.crash.crash(job.job_id)
