@@ -1,6 +1,6 @@
 """Plots a person would rather see than read, as PNG files (matplotlib's Agg canvas, no pyplot state).
 
-Learning curves, rho against coverage, amortization curves with their
+Learning curves (one quantity per panel, CI bands, integer steps), rho against coverage, amortization curves with their
 crossover, the key-coverage gradient, and structure statistics. Each function
 validates its input first (raising `PlotError` naming what was wrong),
 writes one PNG and returns its path.
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from librarian.evaluation.metrics.amortization import AmortizationCurve, crossover
 from librarian.evaluation.metrics.bootstrap import CI
@@ -27,6 +28,16 @@ from librarian.workspace.stats import StructureStats
 
 class PlotError(ValueError):
     """Bad input to a plot; the message names it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepSeries:
+    """One quantity of an RL run per step: the mean, and optionally a 95% CI band (`low`, `high`)."""
+
+    steps: Sequence[int]
+    mean: Sequence[float]
+    low: Sequence[float] | None = None
+    high: Sequence[float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +111,42 @@ def plot_learning_curves(series: Mapping[str, tuple[Sequence[float], Sequence[fl
     ax.set_title(title or f"{ylabel} over {xlabel}s")
     ax.grid(alpha=0.3)
     ax.legend()
+    return _save(fig, out)
+
+
+def plot_step_panels(panels: Mapping[str, Mapping[str, StepSeries]], path: str | Path, *, title: str = "",
+                     marks: Mapping[int, str] | None = None, xlabel: str = "GRPO step") -> Path:
+    """One panel per quantity (its name is the y label), one line per series (e.g. run and control) with its CI
+    band; integer step ticks; `marks` shades steps and names why (e.g. no GRPO signal)."""
+    out = _target(path)
+    if not panels:
+        raise PlotError("plot_step_panels: no panels given")
+    fig = Figure(figsize=(max(6.4, 4.2 * len(panels)), 3.8))
+    for i, (quantity, series) in enumerate(panels.items()):
+        if not series:
+            raise PlotError(f"panel {quantity!r}: no series given")
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for name, s in series.items():
+            x, y = _finite(f"{quantity} {name!r} steps", s.steps), _finite(f"{quantity} {name!r} values", s.mean)
+            if x.size != y.size:
+                raise PlotError(f"{quantity} {name!r}: {x.size} steps but {y.size} values")
+            line = ax.plot(x, y, marker="o", label=name)[0]
+            if s.low is not None and s.high is not None:
+                low, high = _finite(f"{quantity} {name!r} CI", s.low), _finite(f"{quantity} {name!r} CI", s.high)
+                if low.size != x.size or high.size != x.size:
+                    raise PlotError(f"{quantity} {name!r}: the CI band needs one low and one high per step")
+                ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, label=f"{name} 95% CI")
+        for step, why in (marks or {}).items():
+            ax.axvspan(step - 0.4, step + 0.4, color="grey", alpha=0.15)
+            ax.annotate(why, (step, 0.98), xycoords=("data", "axes fraction"), ha="center", va="top", fontsize=7,
+                        rotation=90)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(quantity)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
     return _save(fig, out)
 
 

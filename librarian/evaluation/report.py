@@ -32,12 +32,38 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The results table as Markdown (results.md, the console)."""
-    head = "| " + " | ".join(label for _, label in COLUMNS) + " |"
-    rule = "|" + "---|" * len(COLUMNS)
-    body = ["| " + " | ".join(fmt(r.get(k)) for k, _ in COLUMNS) + " |" for r in rows]
-    return "\n".join([head, rule, *body])
+Columns = Sequence[tuple[str, str]]
+
+
+def shown_columns(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS) -> tuple[list[tuple[str, str]], str]:
+    """The columns worth showing and a sentence naming those left out: a column no row has a value for, or
+    one that is 0 in every row, says nothing about any store ('' when every column is shown). A `<key>_ci`
+    column goes with a `<key>` column left out for being 0."""
+    kept, empty, zero = [], [], []
+    for key, label in columns:
+        values = [r.get(key) for r in rows if r.get(key) is not None]
+        if key.endswith("_ci") and key[:-3] in zero:
+            continue  # the interval of a figure that is 0 for every store goes with it
+        if key != "name" and not values:
+            empty.append(label)
+        elif key != "name" and all(isinstance(v, int | float) and not isinstance(v, bool) and v == 0 for v in values):
+            zero.append(key)
+        else:
+            kept.append((key, label))
+    labels = dict(columns)
+    zero = [labels[k] for k in zero]
+    parts = ([f"0 for every store: {', '.join(zero)}"] if zero else []) + (
+        [f"not measured for any store: {', '.join(empty)}"] if empty else [])
+    return kept, ("Columns left out (" + "; ".join(parts) + ").") if parts else ""
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS) -> str:
+    """The results table as Markdown (results.md, the console); columns left out are named below it."""
+    cols, left_out = shown_columns(rows, columns)
+    head = "| " + " | ".join(label for _, label in cols) + " |"
+    rule = "|" + "---|" * len(cols)
+    body = ["| " + " | ".join(fmt(r.get(k)) for k, _ in cols) + " |" for r in rows]
+    return "\n".join([head, rule, *body, *([""] + [left_out] if left_out else [])])
 
 
 @functools.cache
@@ -53,24 +79,31 @@ def _environment() -> Any:
 
 def render_report(title: str, rows: Sequence[Mapping[str, Any]], plots: Sequence[str | Path],
                   notes: Sequence[str] = (), extra: Mapping[str, Any] | None = None,
-                  config: Mapping[str, Any] | None = None) -> str:
-    """The report page; a plot that does not exist is named as missing rather than failing the page."""
+                  config: Mapping[str, Any] | None = None, *, findings: Sequence[str] = (),
+                  columns: Columns = COLUMNS, tables: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The report page; a plot that does not exist is named as missing rather than failing the page.
+
+    `findings` (sentences: what the run shows and cannot show) open the page; `tables` are further tables,
+    each {"title", "columns", "rows"}, shown after the main one."""
     figures = []
     for p in map(Path, plots):
         data = base64.b64encode(p.read_bytes()).decode("ascii") if p.is_file() else ""
         figures.append({"name": p.name, "stem": p.stem, "data": data})
+    cols, left_out = shown_columns(rows, columns)
+    more = [{"title": t["title"], "columns": shown_columns(t["rows"], t["columns"])[0], "rows": list(t["rows"]),
+             "note": t.get("note", "")} for t in tables]
     return _environment().get_template("report.html.j2").render(
-        title=title, columns=COLUMNS, rows=list(rows), notes=list(notes), plots=figures, extra=extra or {},
-        config=config or {})
+        title=title, columns=cols, rows=list(rows), notes=[*([left_out] if left_out else []), *notes],
+        plots=figures, extra=extra or {}, config=config or {}, findings=list(findings), tables=more)
 
 
 def write_report(path: str | Path, title: str, rows: Sequence[Mapping[str, Any]], plots: Sequence[str | Path],
                  notes: Sequence[str] = (), extra: Mapping[str, Any] | None = None,
-                 config: Mapping[str, Any] | None = None) -> Path:
-    """Write the report page to `path` (its folder is created)."""
+                 config: Mapping[str, Any] | None = None, **sections: Any) -> Path:
+    """Write the report page to `path` (its folder is created); `sections` as `render_report` takes them."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_report(title, rows, plots, notes, extra, config), encoding="utf-8")
+    out.write_text(render_report(title, rows, plots, notes, extra, config, **sections), encoding="utf-8")
     return out
 
 

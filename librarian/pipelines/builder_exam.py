@@ -10,7 +10,9 @@ examined at three stages of a run: `untrained_builder` (before SFT),
 questions (F1, reader actions, rho with bootstrap CIs); `utilities` gives each
 store's mean exam utility U (paper 000, the reward's correctness and costs)
 with a bootstrap CI, and `differences` paired bootstrap CIs of U between
-stores (trained - untrained, trained - sft, scripted - flat, ...).
+stores (trained - flat, trained - scripted, trained - untrained, ...). Per
+corpus, `same_as_flat` says whether a builder's store is the flat store
+itself (same content hash: the builder changed nothing).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-PAIRS = (("trained_builder", "untrained_builder"), ("trained_builder", "sft_builder"),
-         ("sft_builder", "untrained_builder"), ("scripted_builder", "flat"), ("trained_builder", "flat"))
+PAIRS = (("trained_builder", "flat"), ("scripted_builder", "flat"), ("trained_builder", "scripted_builder"),
+         ("trained_builder", "untrained_builder"), ("trained_builder", "sft_builder"),
+         ("sft_builder", "untrained_builder"))
 
 
 def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
@@ -47,7 +50,7 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
     `stages` holds earlier `policy_builds` (e.g. untrained_builder, sft_builder); the trained policy and the
     scripted builder are built here."""
     from librarian.cluster.rollout_worker import BuildJob, snapshot
-    from librarian.evaluation.exam import compare, summarize
+    from librarian.evaluation.exam import compare, snapshot_key, summarize
     from librarian.workspace import Workspace
 
     if not corpora:
@@ -64,12 +67,15 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
         stores = {"flat": snapshot(Workspace.from_documents(c.docs)),
                   **{name: built[c.corpus_id]["final"] for name, built in builders.items()}}
         detail[c.corpus_id] = {}
+        flat_key = snapshot_key(stores["flat"])
         for name, data in stores.items():
             results = s.probe_run(data, c.questions, 1)
             exams[name].extend(results)
             per_question[name].extend(probes.question_utility(r) for r in results)
             detail[c.corpus_id][name] = {"utility": probes.utility(data, c.corpus_id),
                                          "f1": statistics.fmean(r.f1 for r in results)}
+            if name != "flat":
+                detail[c.corpus_id][name]["same_as_flat"] = snapshot_key(data) == flat_key
     rows = [{"name": "flat", **summarize(exams["flat"]), "build_actions": 0.0}]
     for name, built in builders.items():
         row = {"name": name, **compare(exams[name], exams["flat"], n_boot=n_boot, seed=cfg.seed)}

@@ -1,0 +1,36 @@
+"""Sentences a report opens with, computed from its figures: intervals and paired differences in words.
+
+A difference is called a difference only when its 95% CI excludes 0;
+otherwise the sentence says "no difference shown". Nothing here knows a
+pipeline: `builder_findings` and the JAM arms' `arm_findings` build on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def interval(ci: Sequence[float]) -> str:
+    """A 95% CI as text: '[-0.012, +0.034]'."""
+    low, high = ci
+    return f"[{low:+.3f}, {high:+.3f}]"
+
+
+def excludes_zero(ci: Sequence[float]) -> bool:
+    """Whether the interval lies wholly above or wholly below 0."""
+    return ci[0] > 0 or ci[1] < 0
+
+
+def difference(what: str, a: str, b: str, point: float, ci: Sequence[float]) -> str:
+    """'<what>, a - b: +0.050 (95% CI [+0.010, +0.090]): a is higher.' or '...: no difference shown ...'."""
+    head = f"{what}, {a} - {b}: {point:+.3f} (95% CI {interval(ci)})"
+    if ci[0] > 0:
+        return f"{head}: {a} is higher than {b}."
+    if ci[1] < 0:
+        return f"{head}: {a} is lower than {b}."
+    return f"{head}: no difference shown (the interval contains 0)."
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 step', '3 steps'."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
