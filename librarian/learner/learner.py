@@ -212,15 +212,15 @@ class Learner:
         module = self.model if model is None else model
         if self.chunked and (model is None or chunkable(module)):
             head = hf_model(module).get_output_embeddings()
+            # packed, on the batch's device (chunked_stats moves them to the hidden states' if that differs)
             banned = disallowed_rows(samples, first, rows, head.out_features, self.tokenizer) if samples else None
-            if banned is not None:
-                banned = (banned[0].to(rows.device), banned[1])
             with self.engine.autocast():
                 return token_stats(module, batch.input_ids, batch.attention_mask, first, t["ids"], rows,
                                    temperature, self.cfg.logprob_chunk, banned)
         logits = self._logits(batch.input_ids, batch.attention_mask, first, model, temperature)
         if samples:
-            logits = mask_logits(logits, disallowed_mask(samples, first, tuple(logits.shape), self.tokenizer))
+            logits = mask_logits(logits, disallowed_mask(samples, first, tuple(logits.shape), self.tokenizer,
+                                                         logits.device))
         keep = rows.float()
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             entropy = entropy_from_logits(logits) * keep

@@ -12,8 +12,9 @@ length of one call) that
   outputs carry no loss),
 - projects them in chunks of `chunk` positions, each to float32 logits,
   divided by the temperature, masked by the grammar a token was sampled
-  under (`constraints.py`), then log-softmax, the target's log-prob and the
-  entropy,
+  under (`constraints.GrammarRows`: packed bitmasks on the hidden states'
+  device, unpacked one chunk at a time), then log-softmax, the target's
+  log-prob and the entropy,
 - recomputes each chunk in the backward pass (activation checkpointing), so
   at most one chunk of logits is alive at a time, in the forward pass and in
   the backward pass alike.
@@ -31,6 +32,7 @@ from typing import Any
 
 import torch
 
+from librarian.learner.constraints import GrammarRows, banned_chunk
 from librarian.learner.errors import LearnerError
 
 # config fields of models that transform the output layer's logits before returning them
@@ -55,41 +57,39 @@ def chunkable(model: Any) -> bool:
 
 
 def _stats(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor,
-           temperature: float, banned: torch.Tensor | None) -> torch.Tensor:
-    """(rows, 2): log-prob of each row's target and the entropy, from float32 logits of `hidden` rows."""
+           temperature: float, banned: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """(rows, 2): log-prob of each row's target and the entropy, from float32 logits of `hidden` rows.
+
+    `banned`: (constrained rows of this chunk, their packed allowed-token bitmask), unpacked here so a
+    checkpointed chunk keeps only the packed form for its recomputation."""
     logits = torch.nn.functional.linear(hidden, weight, bias).float() / temperature
     if banned is not None:
-        logits = logits.masked_fill(banned, torch.finfo(logits.dtype).min)
+        mask = banned_chunk(banned[0], banned[1], logits.shape[0], logits.shape[1])
+        logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
     logp = torch.log_softmax(logits, dim=-1)
     target = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     entropy = torch.logsumexp(logits, dim=-1) - (torch.softmax(logits, dim=-1) * logits).sum(-1)  # verl's form
     return torch.stack([target, entropy], dim=-1)
 
 
-def _banned_rows(start: int, end: int, rows: torch.Tensor | None, masks: torch.Tensor | None,
-                 vocab: int, device: torch.device) -> torch.Tensor | None:
-    """The (end - start, vocab) forbidden-token mask of chunk [start, end), or None when nothing there is."""
-    if rows is None or masks is None:
-        return None
-    inside = (rows >= start) & (rows < end)
-    if not bool(inside.any()):
-        return None
-    out = torch.zeros(end - start, vocab, dtype=torch.bool, device=device)
-    out[rows[inside] - start] = masks[inside].to(device)
-    return out
-
-
 def chunked_stats(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, targets: torch.Tensor,
-                  temperature: float, chunk: int, banned: tuple[torch.Tensor, torch.Tensor] | None = None
-                  ) -> torch.Tensor:
+                  temperature: float, chunk: int, banned: GrammarRows | None = None) -> torch.Tensor:
     """`_stats` of `hidden` (rows, H) in chunks of `chunk` rows, each recomputed in backward; (rows, 2).
 
-    `banned` is (row indices, their (k, vocab) bool masks) for the rows sampled under a grammar."""
-    rows, masks = banned if banned is not None else (None, None)
+    `banned`: the grammar masks of the rows sampled under a grammar (`constraints.disallowed_rows`), moved to
+    `hidden`'s device if they are elsewhere."""
+    starts = list(range(0, hidden.shape[0], chunk))
+    if banned is not None:
+        if banned.vocab != weight.shape[0]:
+            raise LearnerError(f"grammar masks over {banned.vocab} tokens for an output layer of {weight.shape[0]}")
+        banned = banned.to(hidden.device)
+        cuts = banned.bounds([*starts, hidden.shape[0]])
     out = []
-    for start in range(0, hidden.shape[0], chunk):
+    for i, start in enumerate(starts):
         end = min(start + chunk, hidden.shape[0])
-        ban = _banned_rows(start, end, rows, masks, weight.shape[0], hidden.device)
+        ban = None
+        if banned is not None and cuts[i + 1] > cuts[i]:
+            ban = (banned.index[cuts[i]:cuts[i + 1]] - start, banned.allowed[cuts[i]:cuts[i + 1]])
         args = (hidden[start:end], weight, bias, targets[start:end], temperature, ban)
         if torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad):
             out.append(torch.utils.checkpoint.checkpoint(_stats, *args, use_reentrant=False))
@@ -102,11 +102,11 @@ def chunked_stats(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 def token_stats(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, first: int,
                 targets: torch.Tensor, rows: torch.Tensor, temperature: float, chunk: int,
-                banned: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                banned: GrammarRows | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs and entropies (batch, columns) of `targets` at the `rows` (bool, batch x columns) positions.
 
-    Column j predicts token `first + j + 1`; positions outside `rows` are 0 (they carry no loss). `banned`:
-    (indices into the selected rows, their forbidden-token masks): `constraints.disallowed_rows`.
+    Column j predicts token `first + j + 1`; positions outside `rows` are 0 (they carry no loss). `banned`: the
+    grammar masks of the selected rows (`constraints.disallowed_rows`).
     """
     inner = hf_model(model)
     head = inner.get_output_embeddings()

@@ -13,8 +13,9 @@ The compact layout keeps turns short: optional `text` arguments are left out
 at `max_string` characters and arrays at `max_items` items.
 
 Log-probs under a grammar are those of the *constrained* distribution:
-the softmax over the tokens the grammar allows at each step. `replay_masks`
-recomputes those allowed sets for a sampled token sequence (the grammar is
+the softmax over the tokens the grammar allows at each step. `replay_bitmask`
+recomputes those allowed sets for a sampled token sequence, packed as
+xgrammar's int32 bitmask (`replay_masks` unpacked; the grammar is
 deterministic given the tokens), so the learner renormalises its log-probs
 under exactly the masks the sampler used. xgrammar does the grammar work;
 nothing here parses grammars by hand.
@@ -209,13 +210,12 @@ class GrammarCompiler:
 
         return LogitsProcessor(self.compile(grammar))
 
-    def replay_masks(self, grammar: str, token_ids: Sequence[int]) -> Any:
-        """Bool tensor (len(token_ids), vocab): row i = the tokens the grammar allowed when token i was sampled.
+    def replay_bitmask(self, grammar: str, token_ids: Sequence[int]) -> Any:
+        """xgrammar's packed int32 bitmask (len(token_ids), ceil(vocab / 32)): bit i of word j of row r says
+        whether token 32 j + i was allowed when token r was sampled (1/8 of the bytes of `replay_masks`).
 
         Raises `BackendError` when a token was not allowed (the tokens were not sampled under this grammar).
         """
-        import torch
-
         xgr = _xgr()
         matcher = xgr.GrammarMatcher(self.compile(grammar))
         bitmask = xgr.allocate_token_bitmask(max(1, len(token_ids)), self.vocab_size)
@@ -225,14 +225,18 @@ class GrammarCompiler:
             matcher.fill_next_token_bitmask(bitmask, i)
             if not matcher.accept_token(int(tok)):
                 raise BackendError(f"token {i} ({tok}) is not allowed by the grammar at that point")
-        return unpack_bitmask(bitmask[: len(token_ids)], self.vocab_size).to(torch.bool)
+        return bitmask[: len(token_ids)]
+
+    def replay_masks(self, grammar: str, token_ids: Sequence[int]) -> Any:
+        """Bool tensor (len(token_ids), vocab): row i = the tokens the grammar allowed when token i was sampled."""
+        return unpack_bitmask(self.replay_bitmask(grammar, token_ids), self.vocab_size)
 
 
 def unpack_bitmask(bitmask: Any, vocab_size: int) -> Any:
-    """xgrammar's packed int32 bitmask (rows, ceil(V/32)) as a bool tensor (rows, V)."""
+    """xgrammar's packed int32 bitmask (rows, ceil(V/32)) as a bool tensor (rows, V), on the bitmask's device."""
     import torch
 
-    shifts = torch.arange(32, dtype=torch.int32)
+    shifts = torch.arange(32, dtype=torch.int32, device=bitmask.device)
     bits = (bitmask.unsqueeze(-1) >> shifts) & 1
     return bits.reshape(bitmask.shape[0], -1)[:, :vocab_size].bool()
 
