@@ -29,6 +29,7 @@ import os
 import time
 from typing import Any
 
+from librarian.models.vllm_nccl import accept_init_info, nccl_version
 from librarian.models.vllm_protocol import EngineConfig
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class VLLMEngine:
         import torch
         import vllm
 
-        return {"vllm": vllm.__version__, "torch": torch.__version__, "model": self.cfg.model,
+        return {"vllm": vllm.__version__, "torch": torch.__version__, "nccl": nccl_version(), "model": self.cfg.model,
                 "start_s": round(self.start_s, 3), "policy_version": self.version,
                 "lora": None if self.lora is None else self.lora.lora_path}
 
@@ -167,10 +168,12 @@ class VLLMEngine:
         return self._loaded_full(version, counts)
 
     def init_nccl(self, init_info: dict[str, Any]) -> dict[str, Any]:
-        """Join the trainer's NCCL group (`vllm_nccl.NcclWeightSender.init_info`); the trainer joins concurrently."""
+        """Join the trainer's NCCL group (`vllm_nccl.NcclWeightSender.init_info`); the trainer joins concurrently.
+        A trainer whose NCCL version differs from this engine's is refused before anything is opened."""
         if self.cfg.weight_transfer != "nccl":
             raise ValueError("this engine was started without weight_transfer='nccl'")
-        self.llm.init_weight_transfer_engine({"init_info": dict(init_info)})
+        init_info = accept_init_info(init_info, nccl_version())
+        self.llm.init_weight_transfer_engine({"init_info": init_info})
         return {"rank_offset": init_info.get("rank_offset"), "world_size": init_info.get("world_size")}
 
     def load_full_nccl(self, version: int, update_info: dict[str, Any]) -> dict[str, Any]:
@@ -190,6 +193,25 @@ class VLLMEngine:
         """Leave the trainer's NCCL group; the engine keeps serving."""
         self.llm.shutdown_weight_transfer_engine()
         return {}
+
+    def sleep(self, level: int) -> dict[str, Any]:
+        """Free the GPU memory for a colocated learner: level 1 offloads the weights to CPU memory, level 2 drops
+        them (the next full-weight load brings new ones); the KV cache is dropped either way (`LLM.sleep`). An
+        engine started without `enable_sleep_mode` (vLLM on CPU has none) keeps its memory and says so."""
+        if not self.cfg.engine_kwargs.get("enable_sleep_mode"):
+            return {"asleep": False, "why": "started without engine_kwargs.enable_sleep_mode"}
+        if int(level) not in (1, 2):
+            raise ValueError(f"sleep level must be 1 or 2, got {level!r}")
+        self.llm.sleep(level=int(level))
+        return {"asleep": True, "level": int(level)}
+
+    def wake_up(self) -> dict[str, Any]:
+        """The engine's memory back after `sleep` (`LLM.wake_up`); no KV block from before is reused."""
+        if not self.cfg.engine_kwargs.get("enable_sleep_mode"):
+            return {"asleep": False}
+        self.llm.wake_up()
+        self.llm.reset_prefix_cache()
+        return {"asleep": False}
 
     def _loaded_full(self, version: int, counts: list[Any]) -> dict[str, Any]:
         self.llm.reset_prefix_cache()

@@ -28,9 +28,17 @@ this wire, `broadcast_sync.GlooWeightSender` (gloo instead of NCCL, for
 rollout workers with an `hf` model), so the orchestration that drives
 either (`cluster.weight_sync.BroadcastSync`) is tested on CPU.
 
+NCCL versions: NCCL's own init refuses a group whose ranks load different
+NCCL builds ("Mismatched NCCL version detected", comparing major, minor and
+patch), and the trainer's torch and vLLM's torch may bundle different ones.
+The sender puts its version (`nccl_version()`) into each engine's init
+payload; the engine compares it with its own (`accept_init_info`) before it
+joins and refuses a mismatch naming both (docs/vllm.md, "NCCL versions").
+
 The NCCL transfer needs GPUs; `pack_plan`, the rank layout and the payloads
-are checked against vLLM's own code on CPU (tests/models), the transfer itself
-by `scripts/gpu_check.sh`.
+are checked against vLLM's own code on CPU (tests/models), the packing and a
+single-rank NCCL round trip on a GPU by `scripts/gpu_check.py`, the transfer
+to a running engine by `scripts/gpu_check.sh`.
 """
 
 from __future__ import annotations
@@ -43,6 +51,38 @@ from librarian.models.base import BackendError
 
 UNIQUE_ID_BYTES = 128  # sizeof(ncclUniqueId)
 BUFFER_BYTES = 256 << 20  # packed broadcast buffer (vLLM's default is 1 GiB; the trainer's value is what both use)
+TRAINER_NCCL = "librarian_trainer_nccl"  # the init payload's key for the trainer's NCCL version (not vLLM's)
+
+
+def nccl_version() -> str:
+    """The NCCL library this process's torch loads, 'major.minor.patch'; '' when torch has none (a CPU build)."""
+    import torch
+
+    try:
+        parts = torch.cuda.nccl.version()
+    except (AttributeError, RuntimeError):
+        return ""
+    if isinstance(parts, int):  # torch before 2.1: NCCL_VERSION_CODE (2.9 on: major * 10000 + minor * 100 + patch)
+        parts = (parts // 10000, parts // 100 % 100, parts % 100) if parts >= 10000 else \
+            (parts // 1000, parts // 100 % 10, parts % 100)
+    return ".".join(str(int(p)) for p in tuple(parts)[:3])
+
+
+def check_nccl_versions(trainer: str, engine: str) -> None:
+    """Refuse one NCCL group over two NCCL builds, naming both: NCCL's init compares every rank's full version
+    code (major, minor, patch) and fails the group on any difference. An unknown version ('') is not refused."""
+    if trainer and engine and trainer.split(".")[:3] != engine.split(".")[:3]:
+        raise BackendError(f"NCCL weight sync: the trainer loads NCCL {trainer}, this vLLM engine NCCL {engine}; "
+                           "NCCL refuses one group over two versions ('Mismatched NCCL version detected'). Install "
+                           "the same nvidia-nccl wheel in both environments (docs/vllm.md, 'NCCL versions')")
+
+
+def accept_init_info(init_info: dict[str, Any], own: str) -> dict[str, Any]:
+    """An engine's side of `init_payload`: the payload for vLLM (the trainer's NCCL version taken out) once that
+    version matches `own`, this engine's (`check_nccl_versions`)."""
+    info = dict(init_info)
+    check_nccl_versions(str(info.pop(TRAINER_NCCL, "") or ""), own)
+    return info
 
 
 def engine_ranks(sizes: Sequence[int]) -> tuple[list[int], int]:
@@ -142,16 +182,18 @@ def unpacked(buffer: Any, meta: Sequence[tuple[str, str, Sequence[int]]], indice
         raise BackendError(f"a received buffer has {buffer.numel()} bytes, its tensors {at}")
 
 
-def init_payload(unique_id: bytes, rank_offset: int, world_size: int, buffer_bytes: int = BUFFER_BYTES
-                 ) -> dict[str, Any]:
+def init_payload(unique_id: bytes, rank_offset: int, world_size: int, buffer_bytes: int = BUFFER_BYTES,
+                 trainer_nccl: str = "") -> dict[str, Any]:
     """An engine's `init_weight_transfer_engine` payload (vLLM's `NCCLWeightTransferInitInfo` fields): the
-    unique-id rendezvous, its first rank, the group's size and the packing both sides use."""
+    unique-id rendezvous, its first rank, the group's size and the packing both sides use; with `trainer_nccl`,
+    also the trainer's NCCL version, which the engine checks and removes (`accept_init_info`)."""
     if len(unique_id) != UNIQUE_ID_BYTES or not 1 <= rank_offset < world_size:
         raise BackendError(f"NCCL init: a {UNIQUE_ID_BYTES}-byte unique id and 1 <= rank_offset < world_size "
                            f"are needed, got {len(unique_id)} bytes, rank_offset {rank_offset}, world {world_size}")
-    return {"rank_offset": int(rank_offset), "world_size": int(world_size),
-            "nccl_unique_id_b64": base64.b64encode(unique_id).decode("ascii"), "packed": True,
-            "packed_buffer_size_bytes": int(buffer_bytes), "packed_num_buffers": 2}
+    out = {"rank_offset": int(rank_offset), "world_size": int(world_size),
+           "nccl_unique_id_b64": base64.b64encode(unique_id).decode("ascii"), "packed": True,
+           "packed_buffer_size_bytes": int(buffer_bytes), "packed_num_buffers": 2}
+    return {**out, TRAINER_NCCL: trainer_nccl} if trainer_nccl else out
 
 
 class NcclWeightSender:
@@ -170,11 +212,12 @@ class NcclWeightSender:
         if len(self.unique_id) != UNIQUE_ID_BYTES:
             raise BackendError(f"torch's NCCL unique id has {len(self.unique_id)} bytes, expected {UNIQUE_ID_BYTES}")
         self.device = torch.device("cuda", torch.cuda.current_device())
+        self.nccl = nccl_version()
         self.comm: Any = None
 
     def init_info(self, engine: int) -> dict[str, Any]:
-        """Engine `engine`'s `init_weight_transfer_engine` payload."""
-        return init_payload(self.unique_id, self.offsets[engine], self.world_size, self.buffer_bytes)
+        """Engine `engine`'s `init_weight_transfer_engine` payload, with this trainer's NCCL version to check."""
+        return init_payload(self.unique_id, self.offsets[engine], self.world_size, self.buffer_bytes, self.nccl)
 
     def connect(self) -> None:
         """Join the group as rank 0 (blocks until every engine shard has joined), then vLLM's warm-up."""
