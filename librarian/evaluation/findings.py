@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def interval(ci: Sequence[float]) -> str:
-    """A 95% CI as text: '[-0.012, +0.034]'."""
+def interval(ci: Sequence[float], signed: bool = True) -> str:
+    """A 95% CI as text: '[-0.012, +0.034]' (a difference), or '[0.955, 1.000]' with `signed=False` (a level)."""
     low, high = ci
-    return f"[{low:+.3f}, {high:+.3f}]"
+    return f"[{low:+.3f}, {high:+.3f}]" if signed else f"[{low:.3f}, {high:.3f}]"
 
 
 def excludes_zero(ci: Sequence[float]) -> bool:
@@ -21,13 +21,15 @@ def excludes_zero(ci: Sequence[float]) -> bool:
     return ci[0] > 0 or ci[1] < 0
 
 
-def difference(what: str, a: str, b: str, point: float, ci: Sequence[float]) -> str:
-    """'<what>, a - b: +0.050 (95% CI [+0.010, +0.090]): a is higher.' or '...: no difference shown ...'."""
+def difference(what: str, a: str, b: str, point: float, ci: Sequence[float], higher: str = "higher",
+               lower: str = "lower") -> str:
+    """'<what>, a - b: +0.050 (95% CI [+0.010, +0.090]): a is higher than b.' or '...: no difference shown ...';
+    `higher` and `lower` name the two directions (e.g. 'slower', 'faster' for a latency)."""
     head = f"{what}, {a} - {b}: {point:+.3f} (95% CI {interval(ci)})"
     if ci[0] > 0:
-        return f"{head}: {a} is higher than {b}."
+        return f"{head}: {a} is {higher} than {b}."
     if ci[1] < 0:
-        return f"{head}: {a} is lower than {b}."
+        return f"{head}: {a} is {lower} than {b}."
     return f"{head}: no difference shown (the interval contains 0)."
 
 

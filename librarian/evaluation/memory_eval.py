@@ -14,6 +14,12 @@ client's accuracy; with a `client` backend also the official metric of the
 client's answer), rounds, budget exhaustion, query latency and construction
 time. Questions without gold sessions (abstention questions) are skipped
 and counted. Any `PolicyBackend` can be the researcher.
+
+Latency is comparable across arms: every arm first researches `warmup`
+questions untimed (what a first call loads is paid there), then the arms
+take turns batch by batch in a rotating order (`arm_order`), each batch
+with a cold query cache. `differences` holds every arm minus the full
+system, question by question, with paired bootstrap CIs.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ class ResearcherEvalConfig:
     max_new_tokens: int = 512
     temperature: float = 0.0
     batch_size: int = 1  # questions researched together; latency is each episode's wall time in its batch
+    warmup: int = 1  # questions each arm researches untimed before the timed run (0: none)
     client_max_new_tokens: int = 32
 
     def __post_init__(self) -> None:
@@ -77,6 +84,8 @@ class ResearcherEvalConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ResearcherEvalConfig.{name} must be a positive integer, got {value!r}")
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ValueError(f"ResearcherEvalConfig.warmup must be an integer >= 0, got {self.warmup!r}")
         if self.embedder not in ("minilm", "hashing"):
             raise ValueError(f"ResearcherEvalConfig.embedder must be 'minilm' or 'hashing', got {self.embedder!r}")
 
@@ -113,30 +122,49 @@ def arm_contexts(task: MemoryTask, arms: Sequence[str], cfg: ResearcherEvalConfi
     return ctxs, {a: built[_STORE[a]][1] for a in arms}
 
 
-def _research_arm(task: MemoryTask, qs: list[Question], arm: str, ctx: ToolContext, backend: PolicyBackend,
-                  cfg: ResearcherEvalConfig, bar) -> list[tuple[Finalized, int, bool, float]]:
-    out: list[tuple[Finalized, int, bool, float]] = []
+def _research_batch(arm: str, qs: Sequence[Question], ctx: ToolContext, backend: PolicyBackend,
+                    cfg: ResearcherEvalConfig) -> list[tuple[Finalized, int, bool, float]]:
+    """One arm on one batch of questions: (result, rounds, budget exhausted, latency s) per question. The
+    arms share an index, so each batch starts with its query-embedding cache cleared: every arm runs cold."""
+    if not qs:
+        return []
     clear = getattr(ctx.index, "clear_query_cache", None)
-    if clear is not None:  # arms share an index: each starts cold, so their latencies compare
+    if clear is not None:
         clear()
     if arm == "no_researcher":
+        out = []
         for q in qs:
             t0 = time.perf_counter()
             result = one_shot(ctx, q.question, cfg.one_shot_k)
             out.append((result, 0, False, time.perf_counter() - t0))
-            bar.update(1)
         return out
     role = jam_researcher(budget=cfg.budget, max_calls_per_turn=cfg.max_calls_per_turn)
     loop = LoopConfig(params=SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                                             seed=cfg.seed))
-    for start in range(0, len(qs), cfg.batch_size):
+    runs = research([ctx] * len(qs), [q.question for q in qs], backend, role, loop)
+    return [(r.result, r.rounds, any(t.forced for t in r.trajectory.turns), r.trajectory.wall_s) for r in runs]
+
+
+def arm_order(arms: Sequence[str], batch: int) -> list[str]:
+    """The arms in the order batch number `batch` runs them: rotated by one each batch, so every arm runs
+    first, second, ... equally often and none is always timed first (cold) or last."""
+    k = batch % len(arms)
+    return [*arms[k:], *arms[:k]]
+
+
+def _research_arms(qs: list[Question], ctxs: dict[str, ToolContext], backend: PolicyBackend,
+                   cfg: ResearcherEvalConfig, bar) -> dict[str, list[tuple[Finalized, int, bool, float]]]:
+    """Every arm on every question, batch by batch in `arm_order`, after `cfg.warmup` untimed questions per arm."""
+    for arm in cfg.arms:  # loads what a first call loads (model kernels, caches), so no arm's latency pays for it
+        _research_batch(arm, qs[:cfg.warmup], ctxs[arm], backend, cfg)
+    done: dict[str, list[tuple[Finalized, int, bool, float]]] = {a: [] for a in cfg.arms}
+    for b, start in enumerate(range(0, len(qs), cfg.batch_size)):
         batch = qs[start:start + cfg.batch_size]
-        runs = research([ctx] * len(batch), [q.question for q in batch], backend, role, loop)
-        for r in runs:
-            forced = any(t.forced for t in r.trajectory.turns)
-            out.append((r.result, r.rounds, forced, r.trajectory.wall_s))
-        bar.update(len(batch))
-    return out
+        for arm in arm_order(cfg.arms, b):
+            bar.set_postfix_str(arm)
+            done[arm] += _research_batch(arm, batch, ctxs[arm], backend, cfg)
+            bar.update(len(batch))
+    return done
 
 
 def _client_scores(client: PolicyBackend, qs: list[Question], results: list[Finalized],
@@ -174,6 +202,23 @@ def _summary(rows: list[_Row], construction_s: float, cfg: ResearcherEvalConfig)
     return out
 
 
+def arm_differences(rows: Sequence[_Row], cfg: ResearcherEvalConfig) -> dict[str, dict[str, Any]]:
+    """Each other arm minus the full system (hierarchical), question by question: source recall and latency (s),
+    with paired bootstrap 95% CIs."""
+    base = [r for r in rows if r.arm == "hierarchical"]
+    out = {}
+    for arm in cfg.arms:
+        if arm == "hierarchical":
+            continue
+        mine = [r for r in rows if r.arm == arm]
+        out[arm] = {}
+        for key, field in (("source_recall", "recall"), ("latency_s", "latency_s")):
+            ci = paired_bootstrap_ci([getattr(r, field) for r in mine], [getattr(r, field) for r in base],
+                                     n_boot=cfg.n_boot, seed=cfg.seed)
+            out[arm].update({key: ci.point, f"{key}_ci": ci.as_list()})
+    return out
+
+
 def evaluate_researcher(tasks: Sequence[MemoryTask], backend: PolicyBackend, cfg: ResearcherEvalConfig | None = None,
                         progress: bool = True, client: PolicyBackend | None = None,
                         memo_fn: MemoFn | None = None) -> dict[str, Any]:
@@ -194,10 +239,10 @@ def evaluate_researcher(tasks: Sequence[MemoryTask], backend: PolicyBackend, cfg
             if not qs:
                 continue
             ctxs, built_s = arm_contexts(task, cfg.arms, cfg, memo_fn)
+            answered = _research_arms(qs, ctxs, backend, cfg, bar)
             for arm in cfg.arms:
                 construction[arm] += built_s[arm]
-                bar.set_postfix_str(f"{task.name} {arm}")
-                done = _research_arm(task, qs, arm, ctxs[arm], backend, cfg, bar)
+                done = answered[arm]
                 client_s = (_client_scores(client, qs, [d[0] for d in done], cfg) if client is not None
                             else [None] * len(qs))
                 for q, (res, rounds, forced, lat), cs in zip(qs, done, client_s, strict=True):
@@ -212,6 +257,8 @@ def evaluate_researcher(tasks: Sequence[MemoryTask], backend: PolicyBackend, cfg
         "skipped_no_support": sum(len(t.questions) for t in tasks) - total,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
     }
+    if "hierarchical" in cfg.arms:
+        result["differences"] = arm_differences(rows, cfg)
     if "hierarchical" in cfg.arms and "flat" in cfg.arms:
         hier = [r.recall for r in rows if r.arm == "hierarchical"]
         flat = [r.recall for r in rows if r.arm == "flat"]

@@ -1,4 +1,5 @@
-"""The researcher evaluation as a figure and a table: recall per arm with CIs, rounds and latency."""
+"""The researcher evaluation as a figure, a table and sentences: recall per arm with CIs, rounds and latency, and
+what the paired differences against the full system show."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from librarian.evaluation.findings import difference, excludes_zero, interval
 from librarian.evaluation.plots import PlotError
 from librarian.evaluation.report import fmt
+
+FULL = "hierarchical"  # the full system every ablation is compared with
 
 TABLE = (("source_recall", "source recall"), ("source_recall_ci", "recall 95% CI"),
          ("source_precision", "precision"), ("answer_in_context", "answer in context"),
@@ -44,6 +48,40 @@ def arms_table(result: Mapping[str, Any]) -> str:
         lines.append(f"hierarchical - flat source recall: {fmt(result['hierarchical_minus_flat'])} "
                      f"(paired 95% CI {fmt(result['hierarchical_minus_flat_ci'])})")
     return "\n".join(lines)
+
+
+def arm_findings(result: Mapping[str, Any]) -> list[str]:
+    """What the arms show, in sentences from the paired differences against the full system: a headline
+    'hierarchical vs flat' only when its CI excludes 0, ablations that beat the full system said so, latency
+    differences in the same way."""
+    arms = _arms(result)
+    diffs = result.get("differences") or {}
+    out = []
+    if FULL in arms:
+        full = arms[FULL]
+        out.append(f"Full system ({FULL}): source recall {full['source_recall']:.3f} (95% CI "
+                   f"{interval(full['source_recall_ci'], signed=False)}) on {full.get('n', '?')} questions.")
+    if result.get("hierarchical_minus_flat_ci") is not None:
+        point, ci = result["hierarchical_minus_flat"], result["hierarchical_minus_flat_ci"]
+        if excludes_zero(ci):
+            better = FULL if point > 0 else "flat"
+            out.append(f"{better} beats {'flat' if better == FULL else FULL} on source recall: {FULL} - flat "
+                       f"{point:+.3f} (paired 95% CI {interval(ci)}).")
+        else:
+            out.append(f"{FULL} vs flat: no difference shown in source recall ({FULL} - flat {point:+.3f}, paired "
+                       f"95% CI {interval(ci)} contains 0).")
+    for arm, d in diffs.items():
+        if arm != "flat":
+            ci = d["source_recall_ci"]
+            if ci[0] > 0:
+                out.append(f"The ablation {arm} beats the full system on source recall: {arm} - {FULL} "
+                           f"{d['source_recall']:+.3f} (paired 95% CI {interval(ci)}).")
+            else:
+                out.append(difference("Source recall", arm, FULL, d["source_recall"], ci))
+    for arm, d in diffs.items():
+        if "latency_s" in d:
+            out.append(difference("Query latency (s)", arm, FULL, d["latency_s"], d["latency_s_ci"], "slower", "faster"))
+    return out
 
 
 def plot_arms(result: Mapping[str, Any], path: str | Path, title: str = "") -> Path:

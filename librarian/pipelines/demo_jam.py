@@ -5,7 +5,10 @@ A generated Memory-Gym history -> the memorizer's hierarchical workspace
 more session appended incrementally (only its memo and its group's README
 change) -> the scripted researcher on every arm of paper 002's ablation
 (hierarchical, flat raw history, one-shot retrieval, no BM25, no dense) with
-bootstrap CIs -> `out_dir/jam/results.json`, `arms.png`, `arms.md`.
+bootstrap CIs, latencies timed after a warm-up in a rotating arm order ->
+`out_dir/jam/results.json`, `arms.png`, `arms.md` (opening with what the
+paired differences against the full system show: a difference is named
+only when its CI excludes 0).
 Training the researcher is `librarian train_researcher` (docs/train_researcher.md).
 """
 
@@ -35,7 +38,7 @@ def run_jam_demo(cfg: JamDemoConfig, out_dir: str | Path) -> dict[str, Any]:
     """Memorize, append a session, evaluate the arms; returns the figures written to `results.json`."""
     from librarian.datasets.memorygym import MemoryGymConfig
     from librarian.evaluation.memory_eval import ResearcherEvalConfig, evaluate_researcher
-    from librarian.evaluation.memory_report import arms_table, plot_arms
+    from librarian.evaluation.memory_report import arm_findings, arms_table, plot_arms
     from librarian.evaluation.memory_tasks import memorygym_task
     from librarian.models import make_backend
     from librarian.roles.memorizer import Memorizer
@@ -58,7 +61,9 @@ def run_jam_demo(cfg: JamDemoConfig, out_dir: str | Path) -> dict[str, Any]:
     log.info("JAM 3/3 writing the arms table and plot to %s", out)
     plot_arms(ev, out / "arms.png", title="JAM arms, scripted researcher (Memory-Gym)")
     table = arms_table(ev)
-    (out / "arms.md").write_text(table + "\n", encoding="utf-8")
+    findings = arm_findings(ev)
+    (out / "arms.md").write_text("\n".join(["## What the arms show", "", *(f"- {f}" for f in findings), "",
+                                            table]) + "\n", encoding="utf-8")
     print(table)
     arms = ev["arms"]
     results = {
@@ -68,11 +73,12 @@ def run_jam_demo(cfg: JamDemoConfig, out_dir: str | Path) -> dict[str, Any]:
         "source_recall_hierarchical_ci": arms["hierarchical"]["source_recall_ci"],
         "source_recall_flat": arms["flat"]["source_recall"], "source_recall_flat_ci": arms["flat"]["source_recall_ci"],
         "hierarchical_minus_flat_ci": ev.get("hierarchical_minus_flat_ci"),
+        "differences": ev.get("differences"), "findings": findings,
         "arms": arms,
     }
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     tmp.replace(out / "results.json")
-    print(f"JAM: source recall hierarchical {results['source_recall_hierarchical']:.3f} vs flat "
-          f"{results['source_recall_flat']:.3f}; appending one session applied {results['append_ops']} ops")
+    print("JAM, what the arms show:\n" + "\n".join(f"  - {f}" for f in findings))
+    print(f"JAM: appending one session applied {results['append_ops']} ops")
     return results
