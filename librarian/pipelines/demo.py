@@ -6,7 +6,8 @@ KBGym curator (through the episode loop and the curator's tools) building
 index documents for the keys training questions name
 -> the tree, structure statistics and a growth plot -> the snapshot, trace
 and index on disk -> replay from disk, checked identical to the live store.
-Writes `results.json` (figures + resolved config) and `store_growth.png`.
+Writes `results.json` (figures + resolved config) and `store_growth.png`;
+at the end `summary.md` (printed last) says what each part showed.
 
 Part 2 (`jam=true`, the default; about a minute): JAM memory (`demo_jam.py`):
 a Memory-Gym history memorized into a hierarchical workspace, one session
@@ -31,11 +32,14 @@ from tqdm import tqdm
 
 from librarian.config import to_plain
 from librarian.pipelines.demo_jam import JamDemoConfig
+from librarian.pipelines.demo_summary import demo_summary
 from librarian.redact import redact
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
 
 log = logging.getLogger("librarian.demo")
+COVERAGE = ("the share of the facts an index document links to directly (one hop), or through one more document "
+            "(two hops)")
 
 
 @dataclass
@@ -132,6 +136,7 @@ def run(cfg: DemoConfig) -> dict:
         "links": stats.total_links,
         "coverage_one_hop": stats.coverage_one_hop,
         "coverage_two_hop": stats.coverage_two_hop,
+        "coverage_definition": COVERAGE,
         "invariant_violations": len(problems),
         "replay_identical": identical,
         "replay_s": replay_s,
@@ -143,7 +148,8 @@ def run(cfg: DemoConfig) -> dict:
     }
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"\n{len(docs)} facts, {ws.version} curation ops, {len(built)} index documents, "
-          f"{stats.total_links} links; coverage {stats.coverage_one_hop:.1%} one hop, {stats.coverage_two_hop:.1%} two hops")
+          f"{stats.total_links} links; coverage {stats.coverage_one_hop:.1%} one hop, {stats.coverage_two_hop:.1%} two hops"
+          f"\n(coverage: {COVERAGE})")
     print(f"hybrid search for {example_query!r}: {', '.join(h.path for h in hits[:3])}")
     print(f"replay of {ws.version} ops from disk: identical={identical} in {replay_s:.2f} s; invariants broken: {len(problems)}")
     print(f"wrote {out / 'results.json'} and {out / 'store_growth.png'}")
@@ -194,6 +200,9 @@ def run_all(cfg: DemoConfig) -> dict:
             results = run_jam_part(cfg, results)
         if cfg.rl:
             results = run_rl_part(cfg, results, started)
+        summary = demo_summary(results)
+        (Path(cfg.out_dir) / "summary.md").write_text(summary, encoding="utf-8")
+        print("\n" + summary)
         tracker.log_metrics({k: v for k, v in results.items() if isinstance(v, int | float)}, 0)
         tracker.log_run_files(cfg.out_dir)
     return results

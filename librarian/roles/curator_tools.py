@@ -1,7 +1,7 @@
 """The KBGym curator's editing tools (paper 001 Table I), mapped onto workspace ops.
 
 Every edit goes through `Workspace.apply`, so the op is validated and
-atomic; a rejected op's `WorkspaceError` message is the observation. After
+atomic; an added document is named after its text (`people-whose-job-is-optician`); a rejected op's `WorkspaceError` message is the observation. After
 an applied edit the search index follows (BM25 at once).
 """
 
@@ -11,6 +11,7 @@ from typing import Any
 
 from librarian.roles.tools import ANY_STRING, ID, KBGYM_CURATOR, STRING, Tool, ToolContext, ToolResult, params
 from librarian.workspace.ops import Add, Delete, Edit, Link, LinkMany, Op, Unlink
+from librarian.workspace.paths import name_from_text
 
 
 def apply_op(ctx: ToolContext, op: Op) -> ToolResult:
@@ -20,8 +21,19 @@ def apply_op(ctx: ToolContext, op: Op) -> ToolResult:
     return ToolResult(result.message, changed=True)
 
 
+def content_path(ws: Any, text: str) -> str:
+    """The text's words as a top-level name, suffixed -2, -3, ... when that path is taken in `ws`."""
+    base = name_from_text(text)
+    path, n = base, 1
+    while ws.id_at(path) is not None:
+        n += 1
+        path = f"{base}-{n}"
+    return path
+
+
 def _add(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
-    return apply_op(ctx, Add(text=a["text"], links=tuple(a.get("links", ()))))
+    ws = ctx.writable()
+    return apply_op(ctx, Add(text=a["text"], links=tuple(a.get("links", ())), path=content_path(ws, str(a["text"]))))
 
 
 def _edit(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:

@@ -56,6 +56,18 @@ def normalize_file_path(path: object) -> str:
     return normalized
 
 
+def name_from_text(text: str, limit: int = 60, empty: str = "untitled") -> str:
+    """A file name that says what a text is about: its words, lowercased, joined by '-', cut at a word
+    boundary within `limit` characters ("People whose job is optician" -> "people-whose-job-is-optician")."""
+    words = "".join(ch if ch.isalnum() else " " for ch in text.lower()).split()
+    name = ""
+    for word in words:
+        if len(name) + len(word) + (1 if name else 0) > limit:
+            break
+        name = f"{name}-{word}" if name else word
+    return name or (words[0][:limit] if words else empty)
+
+
 def parent_of(path: str) -> str:
     """The parent of a normalised path ('' for top-level names)."""
     return path.rsplit("/", 1)[0] if "/" in path else ""

@@ -33,6 +33,17 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     lo, hi = jam["source_recall_hierarchical_ci"]
     assert lo <= jam["source_recall_hierarchical"] <= hi
     assert (out / "jam" / "arms.png").stat().st_size > 0 and (out / "jam" / "results.json").is_file()
+    summary = (out / "summary.md").read_text(encoding="utf-8").splitlines()
+    assert summary[0] == "# What this demo run shows" and "(coverage: the share of the facts" in summary[4]
+    assert summary[4].startswith(f"- The scripted curator built {results['index_documents']} index documents")
+    assert "## JAM memory (part 2; details in jam/arms.md)" in summary and f"- {jam['findings'][0]}" in summary
+    assert any(f.startswith(("hierarchical vs flat: no difference shown", "hierarchical beats flat",
+                             "flat beats hierarchical")) for f in jam["findings"])
+    from librarian.workspace import codec
+
+    nodes, _ = codec.read_parquet(out / "snapshot.parquet")
+    index_docs = [n for n in nodes if n.kind == "synthetic"]
+    assert index_docs and all(n.path != n.id and n.path.split("-")[0] in n.text.lower() for n in index_docs)
 
 
 def test_demo_rejects_a_config_typo(capsys) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from librarian.roles import ROLES, TOOLS, ToolContext, get_tools
+from librarian.roles.curator_tools import content_path
 from librarian.roles.tools import run_tool
 from librarian.workspace import Document, Workspace
 from librarian.workspace.snapshot_view import SnapshotView
@@ -69,6 +70,16 @@ def test_curator_edits_apply_and_the_index_follows(ctx):
     assert run(ctx, "kbgym.delete", id=new_id).ok
     assert f"id={new_id}" not in run(ctx, "kbgym.search", query="living").text
     assert run(ctx, "kbgym.done").terminal
+
+
+def test_added_documents_are_named_after_their_text(ctx):
+    first = run(ctx, "kbgym.add", text="People who live in Dorringham", links=["f2"])
+    assert first.ok and first.text.endswith("at 'people-who-live-in-dorringham'")
+    node = ctx.workspace.by_path("people-who-live-in-dorringham")
+    assert node is not None and node.id == first.text.split("'")[1] and node.links == ("f2",)
+    assert content_path(ctx.workspace, "People who live in Dorringham?") == "people-who-live-in-dorringham-2"
+    long = run(ctx, "kbgym.add", text="Everyone " + "whose neighbour owns a very long boat " * 5)
+    assert len(long.text.split("at '")[1].rstrip("'")) <= 60
 
 
 def test_rejected_ops_become_observations_and_change_nothing(ctx):
