@@ -72,7 +72,7 @@ class AnswererProbeWorker:
 class ProbeConfig(ReaderSpec):
     """A pipeline's answerer probe pool: the reader (every `ReaderSpec` field) and the pool around it."""
 
-    budget: int = 8
+    budget: int = 8  # the answerer's actions per probe question (paper 001's M)
     workers: int = 1  # 0: probe in the driver process (no Ray actor)
     gpus_per_worker: float = 0.0  # for GPU presets; the pool's workers take one CPU each
     chunk: int = 16  # questions a call

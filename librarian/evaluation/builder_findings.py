@@ -120,7 +120,7 @@ def sft_findings(sft: Mapping[str, Any] | None, config: Mapping[str, Any]) -> li
     head = f"SFT warm start: {verified} of {count(builds, 'scripted teacher build')} verified (utility not lost)"
     if not steps:
         return [f"{head}; no update was made, so GRPO started from the base model."]
-    return [f"{head}, {count(int(sft.get('samples', 0)), 'sample')}, {count(steps, 'update')}; "
+    return [f"{head}, {count(int(sft.get('samples', 0)), 'token sequence')}, {count(steps, 'update')}; "
             f"SFT loss {sft['sft_loss_first']:.3f} before, {sft['sft_loss_last']:.3f} after."]
 
 

@@ -38,7 +38,7 @@ class ReaderSpec:
     role: str = "kbgym"  # kbgym (search / read / answer) | librarian (list / read / answer)
     backend: str = "scripted"
     options: dict = field(default_factory=lambda: {"policy": "kbgym_reader"})
-    budget: int = 15  # M
+    budget: int = 15  # the reader's actions per question (paper 001's M)
     memory: int = 30  # K: last k action-result pairs (-1: full history)
     max_new_tokens: int = 256
     temperature: float = 0.0

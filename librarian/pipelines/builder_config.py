@@ -69,7 +69,7 @@ class TrainBuilderConfig(RLConfig):
 
     rollout: BuilderRolloutConfig = field(default_factory=BuilderRolloutConfig)
     sft: BuilderSFTConfig = field(default_factory=BuilderSFTConfig)
-    out_dir: str = "build/train_builder"  # (a field of `RLConfig` keeps its place: `--help` lists it first)
+    out_dir: str = "build/train_builder"  # folder the run writes: results.json, results.md, report.html, plots, trajectories, checkpoints, the local MLflow store
     data: DataConfig = field(default_factory=DataConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)

@@ -25,7 +25,7 @@ from librarian.pipelines.builder_config import TrainBuilderConfig
 log = logging.getLogger("librarian.demo")
 
 DEMO_PRESET: dict[str, Any] = {
-    "out_dir": "runs/demo/rl",
+    "out_dir": "build/demo/rl",
     "steps": 3,
     "checkpoint_every": 0,
     "experiment": "demo",
