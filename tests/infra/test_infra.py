@@ -211,6 +211,6 @@ def test_images_install_what_the_brief_requires():
     trainer = (INFRA / "images/trainer.Dockerfile").read_text()
     rollout = (INFRA / "images/rollout.Dockerfile").read_text()
     probe = (INFRA / "images/probe.Dockerfile").read_text()
-    assert "pip install -e '.[gpu]'" in trainer and "nvidia/cuda" in trainer
+    assert "scripts/install_runtime.sh pip gpu" in trainer and "nvidia/cuda" in trainer
     assert "scripts/vllm_env.sh --gpu /opt/vllm-env" in rollout
-    assert "-c constraints/cpu.txt" in probe and "whl/cpu" in probe
+    assert "--constraint constraints/cpu.txt" in probe and "whl/cpu" in probe
