@@ -18,6 +18,7 @@ from librarian.app.provenance import provenance_paths
 from librarian.app.workspace_dir import OpenedWorkspace
 from librarian.workspace import views
 from librarian.workspace.errors import WorkspaceError
+from librarian.workspace.text import terminal_safe
 
 SERVE_TRACE = "serve_trace.parquet"
 PATH = {"type": "string", "description": "a workspace path ('' is the top); never leaves the workspace"}
@@ -147,9 +148,10 @@ class WorkspaceService:
             except SearchError as exc:
                 raise ServiceError(str(exc)) from None
         hits = [{"id": h.id, "path": h.path, "kind": h.kind, "text": h.text} for h in result.hits]
-        lines = [f'search "{query}" page {result.number}: {len(hits)} hits' +
+        lines = [f'search "{terminal_safe(query)}" page {result.number}: {len(hits)} hits' +
                  (f" (more on page {result.number + 1})" if result.has_more else " (no more pages)")]
-        lines += [f"{i}. id={h['id']}  [{h['kind']}] {h['path']}\n   {h['text'][:300]}" for i, h in enumerate(hits, 1)]
+        lines += [f"{i}. id={h['id']}  [{h['kind']}] {h['path']}\n   {terminal_safe(h['text'][:300])}"
+                  for i, h in enumerate(hits, 1)]
         return {"text": "\n".join(lines), "hits": hits, "page": result.number, "has_more": result.has_more}
 
     def apply(self, op: dict[str, Any]) -> dict[str, Any]:

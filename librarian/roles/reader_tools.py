@@ -24,10 +24,13 @@ from librarian.roles.tools import (
 from librarian.workspace import views
 from librarian.workspace.errors import WorkspaceError
 from librarian.workspace.nodes import NodeSource
+from librarian.workspace.text import terminal_safe
 
 
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line, its control and invisible characters (and lone surrogates) escaped, cut to `limit`:
+    what a tool echoes of a query or a hit, so nothing the model reads acts on a terminal or hides text."""
+    flat = terminal_safe(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
@@ -38,7 +41,7 @@ def kbgym_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     if ctx.index is None:
         raise ToolInputError("search is not available: no search index is attached to this workspace")
     page = search_page(ctx.index, args["query"], args.get("page", 1), mode=ctx.search_mode)  # type: ignore[arg-type]
-    query = _one_line(args["query"], 200)
+    query = one_line(args["query"], 200)
     if not page.hits:
         return ToolResult(f'search "{query}" page {page.number}: no hits')
     more = f" (more on page {page.number + 1})" if page.has_more else " (no more pages)"
@@ -46,7 +49,7 @@ def kbgym_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     lines = [f'search "{query}" page {page.number}: {len(page.hits)} {noun}{more}']
     for rank, hit in enumerate(page.hits, start=1):
         lines.append(f"{rank}. id={hit.id}  [{hit.kind}] {hit.path}")
-        lines.append(f"   {_one_line(hit.text, ctx.snippet_chars)}")
+        lines.append(f"   {one_line(hit.text, ctx.snippet_chars)}")
     nodes = [n for n in (ctx.workspace.get(h.id) for h in page.hits) if n is not None]
     return touched("\n".join(lines), nodes)
 

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.roles.reader_tools import kbgym_search
+from librarian.roles.reader_tools import kbgym_search, one_line
 from librarian.roles.tools import (
     ANY_STRING,
     STRING,
@@ -66,7 +66,7 @@ def _browse(ctx: ToolContext, a: dict[str, Any]) -> ToolResult:
         raise ToolInputError(f"{node.path!r} is a folder; use open({node.path!r}) to see its README and entries")
     found = relevant_lines(node.text, a["query"])
     total = len(node.text.splitlines())
-    out = [f'browse {node.path} for "{" ".join(a["query"].split())[:200]}": {len(found)} of {total} lines  id={node.id}']
+    out = [f'browse {node.path} for "{one_line(a["query"], 200)}": {len(found)} of {total} lines  id={node.id}']
     if node.provenance:
         out.append("provenance: " + ", ".join(_paths(ctx.workspace, node.provenance)))
     out += [f"{i}: {ln}" for i, ln in found] or ["(no line shares a word with the query)"]

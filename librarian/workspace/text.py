@@ -2,7 +2,11 @@
 
 Stored text must be valid Unicode that encodes as UTF-8 (no lone surrogates:
 they would make the snapshot unsavable) and free of C0/C1 control characters
-(ANSI escapes, bells, backspaces, a carriage return that rewrites a line).
+(ANSI escapes, bells, backspaces, a carriage return that rewrites a line)
+and of invisible format characters (bidi embeddings, overrides and isolates
+U+202A-202E, U+2066-2069, marks U+200E-200F; zero-width U+200B-200D,
+U+2060-2064; the byte-order mark U+FEFF): they make text read differently
+from what it holds.
 Newline and tab are allowed in text, and so is a carriage return directly
 before a newline (Windows line ends). Ids, paths and other names allow no
 control character at all. Raw documents read from a corpus are stored as they
@@ -12,14 +16,16 @@ are, so everything printed to a terminal goes through `terminal_safe`.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from librarian.workspace.errors import WorkspaceError
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-# C0 controls except tab and newline, a CR not followed by LF, DEL, and C1 controls
-_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]|\r(?!\n)")
-_NAME_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_TERMINAL_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]|\r(?!\n)")
+_INVISIBLE = "\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"  # zero-width, bidi, BOM
+# C0 controls except tab and newline, a CR not followed by LF, DEL, C1 controls, invisible format characters
+_TEXT_CONTROL = re.compile(f"[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f{_INVISIBLE}]|\\r(?!\\n)")
+_NAME_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_INVISIBLE}]")
+_TERMINAL_UNSAFE = re.compile(f"[\\x00-\\x08\\x0b\\x0c\\x0e-\\x1f\\x7f-\\x9f\\ud800-\\udfff{_INVISIBLE}]|\\r(?!\\n)")
 
 
 def _reject_surrogates(value: str, what: str) -> None:
@@ -34,9 +40,9 @@ def check_text(value: str, what: str) -> str:
     _reject_surrogates(value, what)
     found = _TEXT_CONTROL.search(value)
     if found is not None:
-        raise WorkspaceError(f"{what} holds the control character {found.group()!r} at character {found.start()}; "
-                             "text may contain newlines and tabs but no other control characters "
-                             "(ANSI escapes, bells and the like are refused)")
+        raise WorkspaceError(f"{what} holds {_named(found.group())} at character "
+                             f"{found.start()}; text may contain newlines and tabs but no other control characters "
+                             "(ANSI escapes, bells, bidi overrides, zero-width characters and the like are refused)")
     return value
 
 
@@ -45,16 +51,24 @@ def check_name(value: str, what: str) -> str:
     _reject_surrogates(value, what)
     found = _NAME_CONTROL.search(value)
     if found is not None:
-        raise WorkspaceError(f"{what} {value[:80]!r} holds the control character {found.group()!r}; "
-                             "ids and paths are plain text")
+        raise WorkspaceError(f"{what} {value[:80]!r} holds {_named(found.group())}; ids and paths are plain text")
     return value
 
 
+def _named(ch: str) -> str:
+    """A refused character as an error names it: "the control character '\\x1b'", or "the invisible format
+    character U+202E (RIGHT-TO-LEFT OVERRIDE)"."""
+    if ord(ch) < 0xA0:
+        return f"the control character {ch!r}"
+    return f"the invisible format character U+{ord(ch):04X} ({unicodedata.name(ch, 'unnamed')})"
+
+
 def terminal_safe(text: str) -> str:
-    """`text` with every control character a terminal would act on (and lone surrogates) shown escaped.
+    """`text` with every control character a terminal would act on, every invisible format character and every
+    lone surrogate shown escaped.
 
     Newlines, tabs and CR-LF line ends are kept; `"\\x1b[31m"` prints as the
-    six characters `\\x1b[31m`, never as a colour change.
+    six characters `\\x1b[31m`, never as a colour change, and U+202E as `\\u202e`.
     """
     if not _TERMINAL_UNSAFE.search(text):
         return text

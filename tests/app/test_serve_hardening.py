@@ -154,6 +154,12 @@ def test_a_real_server_checks_host_token_and_size(writable: Path) -> None:
 
 # ----- /apply: bad text, and atomic with saving -------------------------------------------------------------------
 
+def test_a_search_query_is_echoed_escaped(built200: Path) -> None:
+    service = WorkspaceService(open_workspace(built200))
+    text = service.search("Bellweather\x1b]0;pwned\x07\u202e \ud83d")["text"]
+    assert text.startswith('search "Bellweather\\x1b]0;pwned\\x07\\u202e \\ud83d" page 1')
+    text.encode("utf-8")
+
 def test_apply_refuses_bad_text_with_a_clear_400(writable: Path) -> None:
     client = _client(writable, write=True)
     body = '{"op": {"op": "add", "text": "smile \\ud83d", "path": "notes/s"}}'  # a lone surrogate, as JSON allows
@@ -161,6 +167,8 @@ def test_apply_refuses_bad_text_with_a_clear_400(writable: Path) -> None:
     assert res.status_code == 400 and "lone surrogate" in res.json()["detail"]
     res = client.post("/apply", json={"op": {"op": "add", "text": "line\x07bell\x1b[31mred"}})
     assert res.status_code == 400 and "control character" in res.json()["detail"]
+    res = client.post("/apply", json={"op": {"op": "add", "text": "gpj.\u202eexe"}})
+    assert res.status_code == 400 and "invisible format character U+202E" in res.json()["detail"]
     res = client.post("/apply", json={"op": {"op": {"x": 1}}})
     assert res.status_code == 400 and "'op' must be one of" in res.json()["detail"]
     assert client.post("/apply", json={"op": {"op": "add", "text": "fine", "path": "notes/s"}}).status_code == 200

@@ -41,6 +41,16 @@ def test_search_pages_five_hits_one_action_each(ctx):
     assert run(ctx, "kbgym.search", query="zeppelin").text == 'search "zeppelin" page 1: no hits'
 
 
+@pytest.mark.parametrize(("query", "shown"), [("Dorringham\x1b[2J\x1b[31m", "Dorringham\\x1b[2J\\x1b[31m"),
+                                            ("Dorringham \ud83d", "Dorringham \\ud83d"),
+                                            ("Dorringham\u202e", "Dorringham\\u202e")])
+def test_a_search_query_is_echoed_escaped(ctx, query, shown):
+    text = run(ctx, "kbgym.search", query=query).text
+    assert text.startswith(f'search "{shown}" page 1')
+    assert not any(ch in text for ch in "\x1b\ud83d\u202e")
+    text.encode("utf-8")  # no lone surrogate reaches the model's context
+
+
 def test_search_without_an_index_is_an_error_observation():
     bare = ToolContext(make_context().workspace)
     result = run(bare, "kbgym.search", query="x")

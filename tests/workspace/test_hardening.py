@@ -4,6 +4,7 @@ and taking an op back (issue: lone surrogates, control characters, `op` of the w
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -71,6 +72,21 @@ def test_control_characters_in_text_are_refused(ws: Workspace, text: str) -> Non
     assert_rejected(ws, AddDocument("s1", text), "control character")
 
 
+INVISIBLE = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200b",
+             "\u200c", "\u200d", "\ufeff"]
+
+
+@pytest.mark.parametrize("ch", INVISIBLE)
+def test_invisible_format_characters_are_refused_like_control_characters(ws: Workspace, ch: str) -> None:
+    code = f"U+{ord(ch):04X}"
+    for op in (Add(f"pay{ch}moc.evil"), MakeDir("d", readme=f"readme{ch}"), AddDocument("s1", f"{ch}session"),
+               Add("fine", path=f"notes/a{ch}b")):
+        assert_rejected(ws, op, re.escape(f"invisible format character {code} ("))
+    ws.apply(Add("note", path="notes/a"))
+    assert_rejected(ws, Edit("notes/a", f"changed{ch}"), re.escape(code))
+    assert ch not in "".join(n.text + n.path for n in ws)
+
+
 def test_newlines_tabs_and_crlf_are_kept(ws: Workspace) -> None:
     text = "line one\r\nline two\n\tindented"
     node = ws.get(ws.apply(Add(text)).created[0])
@@ -123,6 +139,9 @@ def test_terminal_safe_escapes_what_a_terminal_would_run() -> None:
     assert shown == "a\\x1b[31mred\\x07 \\x9b \\ud83d x\\ry"
     assert not any(ch in shown for ch in "\x1b\x07\x9b\r")
     io.TextIOWrapper(io.BytesIO(), encoding="utf-8").write(shown)  # printable on a UTF-8 terminal
+    hidden = terminal_safe("user\u202egnp.exe \u200bzero\ufeff \u2066iso\u2069")
+    assert hidden == "user\\u202egnp.exe \\u200bzero\\ufeff \\u2066iso\\u2069"
+    assert terminal_safe("emoji \U0001f600 and accents é") == "emoji \U0001f600 and accents é"
 
 
 # ----- taking an op back -----------------------------------------------------------------------------------------
