@@ -39,6 +39,8 @@ from librarian.redact import redact_text, redact_url
 log = logging.getLogger(__name__)
 RETRY_STATUS = {408, 409, 429}  # what the SDK retries, with every 5xx
 # chat.completions.create's own parameters; vLLM's extras (token ids) travel in `extra_body`
+MAX_JSON_DEPTH = 64  # tool-call arguments nested deeper are refused (the tool-call parser and schemas recurse)
+MAX_BODY_DEPTH = 256  # a reply nested deeper is refused before parsing (json.loads recurses: it would overflow)
 STANDARD_KEYS = ("model", "messages", "n", "max_tokens", "temperature", "top_p", "logprobs", "tools", "tool_choice",
                  "stop", "seed")
 
@@ -143,13 +145,15 @@ class OpenAIBackend:
         text = message.get("content") or ""
         if not isinstance(text, str):
             raise BackendError(f"{self.url}: message content must be a string, got {type(text).__name__}")
-        for call in message.get("tool_calls") or []:
-            fn = call.get("function", {}) if isinstance(call, dict) else {}
+        calls = message.get("tool_calls") or []
+        errors = []
+        for call in calls if isinstance(calls, list) else [calls]:
             try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except (TypeError, json.JSONDecodeError):
-                args = fn.get("arguments")
-            text += f"{TOOL_CALL_OPEN}{json.dumps({'name': fn.get('name'), 'arguments': args})}{TOOL_CALL_CLOSE}"
+                text += tool_call_text(call)
+            except BackendError as exc:  # this conversation's turn fails as a malformed call; the batch goes on
+                errors.append(f"{self.url}: {exc}")
+                log.warning("%s: %s", self.url, exc)
+                text += f"{TOOL_CALL_OPEN}(not a tool call: the server's tool call was malformed: {exc}){TOOL_CALL_CLOSE}"
         stop_reason = choice.get("stop_reason")
         if isinstance(stop_reason, str) and stop_reason in params.stop and not text.endswith(stop_reason):
             text += stop_reason  # servers drop the stop string; the contract keeps it
@@ -158,7 +162,7 @@ class OpenAIBackend:
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         return Sample(text=text, token_ids=token_ids, logprobs=logprobs if len(logprobs) == len(token_ids) else (),
                       prompt_token_ids=prompt_ids, finish_reason=finish,
-                      extra={"finish_reason": choice.get("finish_reason")})
+                      extra={"finish_reason": choice.get("finish_reason"), **({"errors": errors} if errors else {})})
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send one chat-completions body; the SDK retries, this names the URL in every error."""
@@ -179,6 +183,8 @@ class OpenAIBackend:
             raise BackendError(f"{self.url}: giving up after {attempts} attempt(s); last error: "
                                f"unreachable ({reason})") from exc
         text = raw.http_response.text
+        if json_depth(text) > MAX_BODY_DEPTH:
+            raise BackendError(f"{self.url} returned JSON nested deeper than {MAX_BODY_DEPTH} levels")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -186,6 +192,52 @@ class OpenAIBackend:
         if not isinstance(data, dict):
             raise BackendError(f"{self.url} returned JSON that is not an object: {str(data)[:200]}")
         return data
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of objects and arrays in a JSON text (strings skipped), without recursing."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def tool_call_text(call: Any) -> str:
+    """A tool call the server parsed (`{"function": {"name", "arguments"}}`) as `<tool_call>` text for the one
+    parser; a `BackendError` naming what is malformed (not an object, a `function` that is not one, arguments
+    nested deeper than `MAX_JSON_DEPTH`)."""
+    if not isinstance(call, dict):
+        raise BackendError(f"a tool call is a {type(call).__name__}, not an object")
+    fn = call.get("function", {})
+    if not isinstance(fn, dict):
+        raise BackendError(f"a tool call's 'function' is a {type(fn).__name__}, not an object")
+    raw = fn.get("arguments")
+    if not isinstance(raw, str):
+        try:
+            raw = json.dumps({} if raw is None else raw)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise BackendError(f"a tool call's arguments cannot be written as JSON ({type(exc).__name__})") from None
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        raise BackendError(f"a tool call's arguments nest deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        args = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        args = raw  # kept as text: the parser rejects it as the model's bad call
+    return f"{TOOL_CALL_OPEN}{json.dumps({'name': fn.get('name'), 'arguments': args})}{TOOL_CALL_CLOSE}"
 
 
 def wire_messages(messages: Sequence[Message]) -> list[Message]:

@@ -147,7 +147,8 @@ class _Recorder(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", 0))
         type(self).seen.append(({k.lower(): v for k, v in self.headers.items()}, json.loads(self.rfile.read(length))))
         time.sleep(type(self).delay_s)
-        status, body = type(self).reply
+        reply = type(self).reply
+        status, body = reply(type(self).seen[-1][1]) if callable(reply) else reply
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -211,3 +212,54 @@ def test_a_password_in_the_url_never_reaches_the_name_or_an_error():
     with pytest.raises(BackendError) as caught:
         client.generate([CONV], None, SamplingParams(max_new_tokens=2))
     assert "s3cret" not in str(caught.value) and "giving up after 1 attempt" in str(caught.value)
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _malformed(tool_calls) -> dict:
+    return {"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
+                                                                   "tool_calls": tool_calls}}
+
+
+@pytest.mark.parametrize(("calls", "message"), [
+    ([{"function": "read"}], "a tool call's 'function' is a str, not an object"),
+    ([{"function": {"name": "read", "arguments": "[" * 100_000 + "]" * 100_000}}], "nest deeper than 64 levels"),
+    ([{"function": {"name": "read", "arguments": {"id": _nested(70)}}}], "nest deeper than 64 levels"),
+    (["read"], "a tool call is a str, not an object"),
+])
+def test_a_malformed_tool_call_is_the_backends_error_in_that_sample(calls, message):
+    from librarian.roles.tool_calls import parse_tool_calls
+
+    sample = OpenAIBackend("http://127.0.0.1:1/v1", "m")._sample(_malformed(calls), (), SamplingParams())
+    assert len(sample.extra["errors"]) == 1 and message in sample.extra["errors"][0]
+    assert sample.extra["errors"][0].startswith("http://127.0.0.1:1/v1/chat/completions: ")
+    turn = parse_tool_calls(sample.text, [])
+    assert not turn.calls and message in turn.errors[0].observation()  # the episode sees why its turn failed
+
+
+def test_one_malformed_reply_fails_its_own_conversation_not_the_batch(recorder):
+    handler, url = recorder
+    good = {"function": {"name": "read", "arguments": "{\"id\": \"f1\"}"}}
+
+    def reply(body):
+        bad = "bad" in body["messages"][-1]["content"]
+        return 200, json.dumps({"choices": [_malformed([{"function": "read"}] if bad else [good])]}).encode()
+
+    handler.reply = reply
+    convs = [[{"role": "user", "content": "good"}], [{"role": "user", "content": "bad"}],
+             [{"role": "user", "content": "good again"}]]
+    out = OpenAIBackend(url, "m", max_retries=0).generate(convs, None, SamplingParams(max_new_tokens=4))
+    assert [s[0].text for s in out[::2]] == ['<tool_call>{"name": "read", "arguments": {"id": "f1"}}</tool_call>'] * 2
+    assert "errors" not in out[0][0].extra and "'function' is a str" in out[1][0].extra["errors"][0]
+
+
+def test_a_reply_nested_past_the_parser_is_refused_before_parsing(recorder):
+    handler, url = recorder
+    handler.reply = (200, b'{"choices": ' + b"[" * 5000 + b"]" * 5000 + b"}")
+    with pytest.raises(BackendError, match="nested deeper than 256 levels"):
+        OpenAIBackend(url, "m", max_retries=0).generate([CONV], None, SamplingParams(max_new_tokens=2))
