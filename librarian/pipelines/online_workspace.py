@@ -8,8 +8,9 @@ passes the check is written as a new version (`online_versions`), HEAD moves
 to it, and only then does `current` point at it: one assignment, so no reader
 ever sees a half-applied version. Every round, swapped or not, is a row of
 the curation log (`online/curations/`): its decision and the reason.
-`rollback` serves an earlier version again; `follow_head` picks up a HEAD
-moved by another process (`librarian rollback`).
+A rollback is one path: `rollback_folder` (what `librarian rollback` runs,
+from any process) moves HEAD and logs it, and the server's `follow_head`
+serves the version HEAD names.
 """
 
 from __future__ import annotations
@@ -205,15 +206,6 @@ class OnlineWorkspace:
             self._results[(number, item.request_id)] = result
         self._swap(Served(number, cand.workspace, cand.index, served.snapshot_hash))
         report.decision, report.version, report.reason = "swapped", number, verdict.reason
-
-    def rollback(self, version: int, reason: str = "") -> Served:
-        """Serve `version` again (HEAD moves to it; the versions after it stay on disk)."""
-        with self._round:
-            before = self.current.version
-            self.store.set_head(version, reason or f"rollback to {version}")
-            self._swap(self._load(version))
-            record_rollback(self.log, before, version, reason)
-            return self.current
 
     def follow_head(self) -> bool:
         """Serve the version HEAD names if another process moved it; True when it did."""
