@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate_memory": ("librarian.pipelines.evaluate_memory:main", "JAM: the researcher's arms on Memory-Gym or benchmark files"),
     "evaluate_online": ("librarian.pipelines.evaluate_online:main", "online curation: a prequential stream, rho per window"),
     "ablate": ("librarian.pipelines.ablate:main", "sweeps of ablations across nodes"),
-    "plan": ("librarian.cluster.plan:main", "place a job on a cluster file and check its GPU memory, starting nothing"),
+    "plan": ("librarian.pipelines.plan_job:main", "place a job on a cluster file and check its GPU memory, starting nothing"),
     "build": ("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
     "ask": ("librarian.app.ask:main", "answer questions over a workspace with a reader role"),
     "serve": ("librarian.app.serve:main", "serve a workspace over MCP (stdio, HTTP) or an HTTP API"),

@@ -58,7 +58,7 @@ def _run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 def test_every_pipeline_command_has_a_schema() -> None:
     pipelines = {n for n, (target, _) in COMMANDS.items() if target.startswith("librarian.pipelines.")}
-    assert pipelines == set(_schemas())
+    assert pipelines - {"plan"} == set(_schemas())  # plan validates the pipelines' configs; it has none of its own
 
 
 @pytest.mark.parametrize("name", sorted(["train_builder", "train_curator", "train_researcher", "evaluate",

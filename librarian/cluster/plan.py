@@ -1,41 +1,31 @@
-"""`librarian plan`: check a job against a cluster file before it is submitted, starting nothing.
+"""Where a job's actors land on a cluster file's node types and whether each GPU's memory holds them, starting
+nothing. `librarian plan` (`librarian.pipelines.plan_job`) validates the job's config as its pipeline does and
+hands the result here, as plain data with every default filled in.
 
-    librarian plan --config configs/train_builder.yaml --config configs/cluster.yaml \\
-        [--cluster infra/ray/cluster.yaml] [--cluster infra/kuberay/raycluster.yaml] [key=value ...]
-
-Reads the job's configs (merged in order, as the pipelines merge them) and the
-cluster file's node types (`plan_infra`), places every actor the job starts
-(learner ranks, rollout engines with their tensor-parallel size, probe
-workers; `plan_place`), and estimates each GPU's memory (`plan_memory`). It
-prints where everything lands, the GPUs left idle, and per GPU the learner's
-and each vLLM engine's memory, and exits 2 naming every problem: an actor no
-node can take, an engine's GPUs not matching its tensor-parallel size, a vLLM
-actor without a GPU of its own, memory that does not fit, an image without
-vLLM, checkpoints without a shared volume. A preset that asks for no GPU is a
-CPU preset: plan says so and places nothing.
+`plan(job, cluster)` reads the cluster file's node types (`plan_infra`), places every actor the job starts
+(learner ranks, rollout engines with their tensor-parallel size, probe workers; `plan_place`), and estimates
+each GPU's memory (`plan_memory`, `memory_check`). The report holds where everything lands, the GPUs left idle,
+and per GPU the learner's and each vLLM engine's memory, and names every problem: an actor no node can take,
+an engine's GPUs not matching its tensor-parallel size, a vLLM actor without a GPU of its own, memory that
+does not fit (with only the changes that would make it fit), an image without vLLM, checkpoints without a
+shared volume. A colocated layout (`rollout.colocate`) puts learner rank i and rollout worker i in one bundle
+on one GPU and budgets them together. A preset that asks for no GPU is a CPU preset: plan says so and places
+nothing.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from librarian.cluster.plan_infra import Cluster, load_cluster
-from librarian.cluster.plan_memory import (
-    ModelShape,
-    engine_memory,
-    learner_memory,
-    micro_batch_tokens,
-    resolve,
-)
+from librarian.cluster.memory_check import fit, problem
+from librarian.cluster.plan_infra import Cluster
+from librarian.cluster.plan_memory import ModelShape, engine_memory, resolve
 from librarian.cluster.plan_place import Actor, Placement, Scheduler
+from librarian.cluster.topology import COLOCATED_SHARE
 from librarian.config import ConfigError
 
 DEFAULT_CLUSTERS = ("infra/ray/cluster.yaml", "infra/kuberay/raycluster.yaml")
@@ -72,42 +62,7 @@ def default_clusters() -> list[str]:
     return []
 
 
-# --- the job --------------------------------------------------------------------------------------------
-def load_job(files: Sequence[str], overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The merged config as plain data; a backend's `options` given whole replace the earlier ones."""
-    merged: dict[str, Any] = {}
-    for name in files:
-        path = Path(name)
-        if not path.is_file():
-            raise ConfigError(f"config file {name!r} does not exist")
-        try:
-            data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-        except Exception as exc:  # noqa: BLE001 - YAML and OmegaConf errors alike
-            raise ConfigError(f"{path}: {str(exc).splitlines()[0]}") from None
-        _merge(merged, data if isinstance(data, dict) else {}, whole=True)
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"cannot read argument {item!r}: write overrides as key=value")
-        _merge(merged, OmegaConf.to_container(OmegaConf.from_dotlist([item])), whole=False)
-    if "pipeline" in merged and "base" in merged:  # a sweep: plan one cell, its base config
-        base = merged["base"] or {}
-        cell = load_job(list(base.get("config") or []), [f"{k}={v}" for k, v in (base.get("overrides") or {}).items()])
-        cell["_sweep"] = merged["pipeline"]
-        cell["out_dir"] = f"{merged.get('out_dir', 'build/ablate')}/cells/CELL"  # where the sweep puts a cell
-        return cell
-    return merged
-
-
-def _merge(into: dict[str, Any], given: dict[str, Any], whole: bool) -> None:
-    """`given` into `into`, key by key; with `whole`, an `options` mapping replaces the earlier one (a file's
-    backend options never inherit another backend's keywords), as the pipelines' config loader does."""
-    for key, value in given.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict) and not (whole and key == "options"):
-            _merge(into[key], value, whole)
-        else:
-            into[key] = value
-
-
+# --- the job ---------------------------------------------------------------------------------------------
 def _section(cls: type, data: dict[str, Any] | None) -> Any:
     """`cls` (a config dataclass) from a section, its own fields only, validated as the pipelines do."""
     known = {k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__}
@@ -123,16 +78,18 @@ def _workers(section: dict[str, Any], role: str, default_workers: int) -> tuple[
 
 
 def actors(job: dict[str, Any]) -> tuple[list[Actor], list[Actor], Any, Any]:
-    """(placement-group bundles in order, free actors, the RayConfig, the LearnerConfig) of an RL job."""
+    """(placement-group bundles in order, free actors, the RayConfig, the LearnerConfig) of an RL job; a colocated
+    bundle's actors are its `members`."""
     from librarian.cluster.topology import RayConfig
     from librarian.learner.config import LearnerConfig
 
     ray = _section(RayConfig, job.get("ray"))
     learner = _section(LearnerConfig, job.get("learner"))
     n, cpus, gpus, engine = _workers(job.get("rollout") or {}, "rollout", 2)
-    ranks = [Actor(f"learner rank {r}", "learner", ray.learner_cpus, ray.learner_gpus, in_group=True)
+    share = COLOCATED_SHARE if colocated(job) else 1.0
+    ranks = [Actor(f"learner rank {r}", "learner", ray.learner_cpus, ray.learner_gpus * share, in_group=True)
              for r in range(learner.workers)]
-    rollouts = [Actor(f"rollout worker {i}", "rollout", cpus, gpus, engine, in_group=True) for i in range(n)]
+    rollouts = [Actor(f"rollout worker {i}", "rollout", cpus, gpus * share, engine, in_group=True) for i in range(n)]
     probes = []
     if "probe" in job:  # only a config with a probe section starts a probe pool
         m, _, pgpus, pengine = _workers(job["probe"] or {}, "probe", 1)
@@ -141,7 +98,21 @@ def actors(job: dict[str, Any]) -> tuple[list[Actor], list[Actor], Any, Any]:
         for a in ranks + rollouts:
             a.in_group = False
         return [], ranks + rollouts + probes, ray, learner
+    if share != 1.0:  # bundle i: learner rank i and rollout worker i on one GPU
+        pairs = [Actor(f"bundle {i} (learner rank {i} + rollout worker {i})", "bundle", r.cpus + w.cpus,
+                       ray.learner_gpus, in_group=True, members=[r, w])
+                 for i, (r, w) in enumerate(zip(ranks, rollouts, strict=True))]
+        return pairs, probes, ray, learner
     return [ranks[0], *rollouts, *ranks[1:]], probes, ray, learner
+
+
+def colocated(job: dict[str, Any]) -> bool:
+    return bool((job.get("rollout") or {}).get("colocate"))
+
+
+def members(actors_: list[Actor]) -> list[Actor]:
+    """The actors themselves: a colocated bundle's members in its place."""
+    return [m for a in actors_ for m in (a.members or [a])]
 
 
 def is_cpu_preset(job: dict[str, Any]) -> bool:
@@ -149,7 +120,7 @@ def is_cpu_preset(job: dict[str, Any]) -> bool:
     if not ("rollout" in job or "learner" in job):
         return True
     bundles, free, ray, learner = actors(job)
-    everyone = bundles + free
+    everyone = members(bundles) + free
     return not any(a.gpus > 0 or a.engine is not None for a in everyone) and not str(learner.device).startswith("cuda")
 
 
@@ -194,8 +165,9 @@ def check_engines(report: Report, everyone: list[Actor]) -> None:
 
 
 def check_gpu_memory(report: Report, placement: Placement, learner: Any, models: dict[str, tuple],
-                     max_len: int) -> None:
-    """Every used GPU: the engines' shares add up to at most 1, and each occupant's estimate fits."""
+                     max_len: int, shared: bool = False) -> None:
+    """Every used GPU: the engines' shares add up to at most 1, and each occupant's estimate fits; with `shared`
+    (rollout.colocate) a learner rank and its engine are budgeted together (`memory_check.fit`)."""
     shown: set[str] = set()
     for node in placement.nodes:
         for gpu, users in enumerate(node.users):
@@ -208,8 +180,11 @@ def check_gpu_memory(report: Report, placement: Placement, learner: Any, models:
             if len(engines) > 1 and share > 1.0 + 1e-9:
                 report.problems.append(f"{where}: {len(engines)} vLLM engines share it with gpu_memory_utilization "
                                        f"adding up to {share:.2f} > 1")
-            if any(a.role == "learner" for a in users) and engines:
-                report.problems.append(f"{where}: a learner rank and a vLLM engine share one GPU")
+            learners = [a for a in users if a.role == "learner"]
+            if learners and engines and not shared:
+                report.problems.append(f"{where}: a learner rank and a vLLM engine share one GPU; set "
+                                       "rollout.colocate=true to time-share it (the engine sleeps while the learner "
+                                       "updates), or give each its own GPU")
             mib = node.type.gpu_mib
             if not mib:
                 unknown = (f"the GPU memory of node type {node.type.name} is unknown: give it an instance type or "
@@ -217,22 +192,18 @@ def check_gpu_memory(report: Report, placement: Placement, learner: Any, models:
                 if unknown not in report.problems:
                     report.problems.append(unknown)
                 continue
+            partner = engines[0] if shared and learners and len(engines) == 1 else None
             for actor in users:
                 key = f"{actor.role}@{node.type.name}"
                 if actor.role == "learner":
-                    shape = models["learner"][0]
-                    est = learner_memory(shape, learner, micro_batch_tokens(learner, max_len))
-                    total = est.total
-                    if key not in shown:
-                        report.memory[key] = {**asdict(est), "total": total, "gpu_gib": mib / 1024}
-                    if total > mib / 1024:
-                        report.problems.append(_learner_problem(actor, where, est, mib, learner))
+                    _learner_memory(report, actor, where, key not in shown, models["learner"][0], learner, max_len,
+                                    mib, partner)
                 elif actor.engine is not None:
                     est = engine_memory(models[actor.role][0], actor.engine, mib)
                     if key not in shown:
                         report.memory[key] = {**asdict(est), "kv_space": est.kv_space, "kv_tokens": est.kv_tokens,
                                               "full_sequences": est.full_sequences, "gpu_gib": mib / 1024}
-                    if est.full_sequences < 1:
+                    if est.full_sequences < 1 and actor is not partner:  # a partner's is in the learner's problem
                         report.problems.append(
                             f"{actor.name} on {where}: at gpu_memory_utilization {est.budget * 1024 / mib:.2f} the "
                             f"engine has {est.budget:.1f} GiB; weights {est.weights:.1f}, LoRA {est.lora:.1f}, "
@@ -241,18 +212,21 @@ def check_gpu_memory(report: Report, placement: Placement, learner: Any, models:
                 shown.add(key)
 
 
-def _learner_problem(actor: Actor, where: str, est: Any, mib: int, learner: Any) -> str:
-    parts = (f"weights {est.weights:.1f}, gradients {est.gradients:.1f}, optimizer {est.optimizer:.1f}, reference "
-             f"{est.reference:.1f}, activations {est.activations:.1f}, log-probs {est.logprobs:.1f}, runtime "
-             f"{est.runtime:.1f}")
-    hints = []
-    if not learner.gradient_checkpointing:
-        hints.append(f"gradient_checkpointing: true (activations {est.activations_checkpointed:.1f} GiB)")
-    hints.append(f"a smaller learner.max_tokens_per_micro_batch (now {est.micro_batch_tokens} tokens a micro-batch)")
-    if learner.logprob_chunk == 0:
-        hints.append("learner.logprob_chunk > 0")
-    return (f"{actor.name} on {where}: about {est.total:.1f} GiB of {mib / 1024:.1f} ({parts}); try "
-            + ", ".join(hints))
+def _learner_memory(report: Report, actor: Actor, where: str, show: bool, shape: ModelShape, learner: Any,
+                    max_len: int, mib: int, partner: Actor | None) -> None:
+    """One learner rank's verdict on its GPU (with its colocated engine's share when `partner` is one)."""
+    verdict = fit(shape, learner, max_len, mib / 1024, partner.engine if partner else None)
+    est = verdict.learner
+    if show:
+        report.memory[f"learner@{actor.node.type.name}"] = {**asdict(est), "total": est.total,
+                                                            "resident": est.resident, "gpu_gib": mib / 1024}
+        if partner is not None and verdict.engine is not None:
+            report.memory[f"colocated@{actor.node.type.name}"] = {
+                "sampling": verdict.sampling, "updating": verdict.updating, "engine_share": verdict.engine.budget,
+                "learner_resident": est.resident, "learner_peak": est.total, "gpu_gib": mib / 1024}
+    text = problem(verdict, shape, learner, max_len, partner.engine if partner else None)
+    if text:
+        report.problems.append(f"{actor.name} on {where}: {text}")
 
 
 def check_storage(report: Report, job: dict[str, Any], placement: Placement, everyone: list[Actor],
@@ -296,7 +270,7 @@ def plan(job: dict[str, Any], cluster: Cluster, policy: str = "", answerer: str 
                             "one machine (ray.address '') and is not placed onto a GPU cluster")
         return report
     bundles, free, ray, learner = actors(job)
-    everyone = bundles + free
+    everyone = members(bundles) + free
     roles = {"learner": policy, "rollout": policy, "probe": answerer}
     rollout_options = dict((job.get("rollout") or {}).get("options") or {})
     models = {"learner": _model("learner", rollout_options, policy)}
@@ -330,7 +304,7 @@ def plan(job: dict[str, Any], cluster: Cluster, policy: str = "", answerer: str 
                                        "(the trainer or rollout image does)")
     check_engines(report, everyone)
     max_len = int(rollout_options.get("max_model_len", 2048))
-    check_gpu_memory(report, placement, learner, models, max_len)
+    check_gpu_memory(report, placement, learner, models, max_len, shared=colocated(job))
     check_weight_transfer(report, everyone, learner, rollout_options)
     check_storage(report, job, placement, everyone, learner)
     report.nodes = placement.counts()
@@ -344,13 +318,17 @@ def plan(job: dict[str, Any], cluster: Cluster, policy: str = "", answerer: str 
 
 
 def check_weight_transfer(report: Report, everyone: list[Actor], learner: Any, options: dict[str, Any]) -> None:
+    """CUDA IPC handles open only on the GPU that made them: each engine must share learner rank 0's GPU."""
     if learner.lora.enabled or options.get("weight_transfer") != "ipc":
         return
-    learners = {a.node.label for a in everyone if a.role == "learner" and a.node is not None}
+    rank0 = next((a for a in everyone if a.name == "learner rank 0" and a.node is not None), None)
+    if rank0 is None:
+        return
     for a in everyone:
-        if a.role == "rollout" and a.node is not None and a.node.label not in learners:
-            report.problems.append(f"{a.name}: weight_transfer 'ipc' needs the learner on its node, but the learner "
-                                   f"is on {', '.join(sorted(learners))} and it on {a.node.label}; use 'nccl'")
+        if a.role == "rollout" and a.node is not None and (a.node, a.gpu_ids) != (rank0.node, rank0.gpu_ids):
+            report.problems.append(f"{a.name}: weight_transfer 'ipc' needs the learner on its GPU, but learner rank "
+                                   f"0 is on {rank0.node.label} GPU {rank0.gpu_ids} and it on {a.node.label} GPU "
+                                   f"{a.gpu_ids}; colocate them (rollout.colocate) or use 'nccl'")
             return
 
 
@@ -374,47 +352,22 @@ def render(report: Report, title: str) -> str:
                            f"{m['weights']:.1f} + LoRA {m['lora']:.1f} + activations {m['activations']:.1f} + runtime "
                            f"{m['runtime']:.1f} + KV {m['kv_space']:.1f} ({m['kv_tokens']} tokens, "
                            f"{m['full_sequences']:.1f} x max_model_len)")
+            elif "sampling" in m:
+                out.append(f"  {key} (one GPU, shared): {max(m['sampling'], m['updating']):.1f} of "
+                           f"{m['gpu_gib']:.1f} GiB; sampling: learner {m['learner_resident']:.1f} + engine share "
+                           f"{m['engine_share']:.1f} = {m['sampling']:.1f}; updating: learner {m['learner_peak']:.1f} "
+                           f"+ sleeping engine = {m['updating']:.1f}")
             else:
+                step = (f", or at the optimizer step float32 gradients {m['step_gradients']:.1f}"
+                        if m["step_gradients"] >= 0.05 else "")
                 out.append(f"  {key} (per GPU): {m['total']:.1f} of {m['gpu_gib']:.1f} GiB = weights {m['weights']:.1f}"
                            f" + gradients {m['gradients']:.1f} + optimizer {m['optimizer']:.1f} + reference "
-                           f"{m['reference']:.1f} + activations {m['activations']:.1f} (checkpointed "
-                           f"{m['activations_checkpointed']:.1f}, plain {m['activations_plain']:.1f}; "
-                           f"{m['micro_batch_tokens']} tokens a micro-batch) + log-probs {m['logprobs']:.1f} + "
-                           f"runtime {m['runtime']:.1f}")
+                           f"{m['reference']:.1f} + runtime {m['runtime']:.1f} + the larger of: activations "
+                           f"{m['activations']:.1f} (checkpointed {m['activations_checkpointed']:.1f}, plain "
+                           f"{m['activations_plain']:.1f}; {m['micro_batch_tokens']} tokens a micro-batch) + log-probs "
+                           f"{m['logprobs']:.1f}{step}")
     out += [f"warning: {w}" for w in report.warnings]
     out += [f"problem: {p}" for p in report.problems]
     out.append("result: " + ("CPU preset" if report.cpu_preset else "fits" if report.ok else
                              f"does not fit ({len(report.problems)} problem(s))"))
     return "\n".join(out)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="librarian plan", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", "-c", action="append", default=[], help="a job config (several merge in order)")
-    parser.add_argument("--cluster", action="append", default=[],
-                        help=f"a cluster file (launcher or KubeRay); default: {' and '.join(DEFAULT_CLUSTERS)}")
-    parser.add_argument("--policy", default="", help="the policy's HF folder or a known architecture")
-    parser.add_argument("--answerer", default="", help="the answerer's HF folder or a known architecture")
-    parser.add_argument("--gpu-memory", type=float, default=0.0, help="GiB of every GPU (overrides the tables)")
-    parser.add_argument("--json", action="store_true", help="print the reports as JSON")
-    args, overrides = parser.parse_known_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        bad = [o for o in overrides if o.startswith("-")]
-        if bad:
-            raise ConfigError(f"unknown option {bad[0]!r}")
-        if not args.config:
-            raise ConfigError("give at least one --config FILE")
-        clusters = args.cluster or default_clusters()
-        if not clusters:
-            raise ConfigError(f"no --cluster FILE given and none of {', '.join(DEFAULT_CLUSTERS)} here")
-        job = load_job(args.config, overrides)
-        reports = [plan(job, load_cluster(c, args.gpu_memory), args.policy, args.answerer) for c in clusters]
-    except ConfigError as exc:
-        print(f"librarian plan: {exc}", file=sys.stderr)
-        return 2
-    title = " + ".join(args.config) + (f" (one cell of a {job['_sweep']} sweep)" if "_sweep" in job else "")
-    if args.json:
-        print(json.dumps([{**asdict(r), "ok": r.ok} for r in reports], indent=1))
-    else:
-        print("\n\n".join(render(r, title) for r in reports))
-    return 0 if all(r.ok for r in reports) else 2

@@ -1,6 +1,7 @@
 """Per-GPU memory estimates: a learner rank (weights, gradients, optimizer states by ZeRO stage, activations by
-micro-batch tokens with and without gradient checkpointing, the log-prob computation) and a vLLM engine
-(weights, LoRA slots, activations, KV cache at its `gpu_memory_utilization`).
+micro-batch tokens with and without gradient checkpointing, the log-prob computation, ZeRO-1/2's transient
+float32 gradient partition at the optimizer step) and a vLLM engine (weights, LoRA slots, activations, KV cache
+at its `gpu_memory_utilization`).
 
 The model's shape comes from its `config.json` (a folder that exists here) or from a known architecture by
 name; the formulas are the usual back-of-the-envelope ones (ZeRO's 2 + 2 + 12 bytes per parameter in mixed
@@ -126,11 +127,18 @@ class LearnerMemory:
     runtime: float
     micro_batch_tokens: int
     trainable: int
+    step_gradients: float = 0.0  # ZeRO-1/2: the float32 copy of this rank's gradient partition that the
+    # optimizer step makes (DeepSpeed's single_grad_partition), alive after backward has freed the activations
+
+    @property
+    def resident(self) -> float:
+        """What the rank holds between steps (weights, gradients, optimizer states, reference, runtime)."""
+        return self.weights + self.gradients + self.optimizer + self.reference + self.runtime
 
     @property
     def total(self) -> float:
-        return self.weights + self.gradients + self.optimizer + self.reference + self.activations + \
-            self.logprobs + self.runtime
+        """The peak: the resident part plus the larger of backward's (activations, log-probs) and the step's."""
+        return self.resident + max(self.activations + self.logprobs, self.step_gradients)
 
 
 def layer_activation_bytes(shape: ModelShape, act_bytes: int) -> int:
@@ -148,11 +156,14 @@ def learner_memory(shape: ModelShape, learner: Any, tokens: int) -> LearnerMemor
     bf16 = learner.precision == "bf16"
     act = 2 if bf16 else 4
     stage = learner.deepspeed.zero_stage if learner.engine == "deepspeed" else -1  # -1: torch, unpartitioned
+    step_bytes = 0.0
     if learner.engine == "deepspeed":
         weight_bytes = params * act / (ranks if stage == 3 else 1)
         grad_bytes = trainable * act / (ranks if stage >= 2 else 1)
         states = trainable * (12 if bf16 else 8)  # float32 master copy (bf16 only) + AdamW's two moments
         opt_bytes = 0.0 if learner.deepspeed.offload_optimizer else states / (ranks if stage >= 1 else 1)
+        if stage in (1, 2) and not learner.deepspeed.offload_optimizer:
+            step_bytes = trainable * 4 / ranks  # flat_grad_partition.to(float32) before the optimizer step
     else:  # torch: float32 trainable parameters, gradients and moments; frozen weights as loaded
         weight_bytes = (params - trainable) * act + trainable * 4
         grad_bytes = trainable * 4
@@ -171,7 +182,7 @@ def learner_memory(shape: ModelShape, learner: Any, tokens: int) -> LearnerMemor
         weights=weight_bytes / GIB, gradients=grad_bytes / GIB, optimizer=opt_bytes / GIB, reference=reference / GIB,
         activations=(checkpointed if learner.gradient_checkpointing else plain) / GIB,
         activations_checkpointed=checkpointed / GIB, activations_plain=plain / GIB, logprobs=logprobs / GIB,
-        runtime=RUNTIME_GIB, micro_batch_tokens=tokens, trainable=trainable)
+        runtime=RUNTIME_GIB, micro_batch_tokens=tokens, trainable=trainable, step_gradients=step_bytes / GIB)
 
 
 def micro_batch_tokens(learner: Any, max_len: int) -> int:

@@ -10,7 +10,8 @@ pending: one that holds the request, not a GPU type for requests without GPUs
 when another type will do, then the one the pending requests would use most
 fully (its resource-utilization scorer); never more than a type's (and the
 launcher's) `max_workers`. Each GPU is tracked: Ray's (whole or shared fractions) and the
-ones a node hides from Ray, which a vLLM actor that asks for no GPU uses.
+ones a node hides from Ray, which a vLLM actor that asks for no GPU uses. A colocated bundle (`members`: a
+learner rank and a rollout worker) is placed as one request; its members then share its GPU.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Actor:
     in_group: bool = False
     node: Node | None = None
     gpu_ids: list[int] = field(default_factory=list)  # physical GPUs it uses on its node
+    members: list[Actor] = field(default_factory=list)  # a colocated bundle: the actors that share it
 
 
 @dataclass
@@ -66,8 +68,9 @@ class Node:
             ids = []
         for i in ids:
             self.free[i] -= min(1.0, actor.gpus)
-            self.users[i].append(actor)
-        actor.node, actor.gpu_ids = self, ids
+            self.users[i].extend(actor.members or [actor])
+        for one in [actor, *actor.members]:
+            one.node, one.gpu_ids = self, list(ids)
 
 
 @dataclass

@@ -3,6 +3,9 @@ and each actor's resources from config.
 
 Bundles: [learner, rollout 0, rollout 1, ...]; the strategy (`PACK`,
 `SPREAD`, `STRICT_PACK`, `STRICT_SPREAD`) decides whether they share nodes.
+Colocated (`rollout.colocate`): one bundle per learner rank, holding that
+rank and rollout worker i on the same GPU (each asks for half of the
+bundle's GPU, so Ray hands both the same device).
 The probe pool (`librarian.cluster.probe_pool`) schedules its own workers
 with one CPU each, outside the group. `reserve` waits at most
 `ray.reserve_timeout_s`; past it the error names the bundles no node offers.
@@ -19,6 +22,7 @@ from librarian.config import ConfigError
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+COLOCATED_SHARE = 0.5  # of a colocated bundle's GPU, asked by its learner rank and by its rollout worker
 
 
 class TopologyError(ConfigError):
@@ -132,15 +136,19 @@ def start(ray_cfg: RayConfig, needed_cpus: float) -> bool:
 class Topology:
     """The placement group (if any) and the actor options of the learner and each rollout worker."""
 
-    def __init__(self, ray_cfg: RayConfig, rollout: Resources, workers: int) -> None:
+    def __init__(self, ray_cfg: RayConfig, rollout: Resources, workers: int, colocate: bool = False) -> None:
         check(ray_cfg, rollout, workers)
         self.cfg = ray_cfg
         self.learner = Resources(ray_cfg.learner_cpus, ray_cfg.learner_gpus)
         self.rollout = rollout
         self.workers = workers
+        self.colocate = colocate  # bundle i: learner rank i and rollout worker i on one GPU
         self.group: Any = None
 
     def bundles(self) -> list[dict[str, float]]:
+        if self.colocate:
+            shared = Resources(self.learner.cpus + self.rollout.cpus, self.learner.gpus)
+            return [shared.bundle() for _ in range(self.workers)]
         return [self.learner.bundle()] + [self.rollout.bundle() for _ in range(self.workers)]
 
     def reserve(self, timeout_s: float | None = None) -> None:
@@ -163,12 +171,18 @@ class Topology:
             opts["scheduling_strategy"] = PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=bundle)
         return opts
 
-    def learner_options(self) -> dict[str, Any]:
+    def learner_options(self, rank: int = 0) -> dict[str, Any]:
+        """Learner rank `rank`'s actor options (only a colocated layout places ranks here by number)."""
+        if self.colocate:
+            return self._options(Resources(self.learner.cpus, self.learner.gpus * COLOCATED_SHARE), rank)
         return self._options(self.learner, 0)
 
     def rollout_options(self) -> list[dict[str, Any]]:
         env = self.cfg.rollout_runtime_env
         extra = {"runtime_env": dict(env)} if env else {}
+        if self.colocate:
+            half = Resources(self.rollout.cpus, self.rollout.gpus * COLOCATED_SHARE)
+            return [{**self._options(half, i), **extra} for i in range(self.workers)]
         return [{**self._options(self.rollout, 1 + i), **extra} for i in range(self.workers)]
 
     def release(self) -> None:

@@ -78,6 +78,10 @@ class LearnerConfig:
     device: str = "cpu"
     workers: int = 1  # data-parallel learner ranks (Ray actors, one per GPU or CPU slot); 1: one process, no group
     gradient_checkpointing: bool = False  # recompute activations in backward: far less memory on long sequences
+    call_timeout_s: float = 7200.0  # the driver's wait for one learner call (a step, a save or load; SFT: per
+    # SFT step); past it the call fails naming it (0: no limit)
+    gpu_memory_gib: float = 0.0  # one learner GPU's memory, for the config's memory check (0: this machine's GPU
+    # when the run starts Ray here, else the largest GPU the estimate knows)
     lora: LoraConfig = field(default_factory=LoraConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     deepspeed: DeepSpeedConfig = field(default_factory=DeepSpeedConfig)
@@ -99,6 +103,9 @@ def validate(cfg: LearnerConfig) -> LearnerConfig:
     if cfg.max_tokens_per_micro_batch < 0 or cfg.logprob_chunk < 0:
         raise LearnerError("learner.max_tokens_per_micro_batch and learner.logprob_chunk must be >= 0 (0: off), "
                            f"got {cfg.max_tokens_per_micro_batch}, {cfg.logprob_chunk}")
+    if not cfg.call_timeout_s >= 0 or not cfg.gpu_memory_gib >= 0:
+        raise LearnerError(f"learner.call_timeout_s and learner.gpu_memory_gib must be >= 0 (0: no limit, unknown), "
+                           f"got {cfg.call_timeout_s}, {cfg.gpu_memory_gib}")
     if cfg.precision not in PRECISIONS:
         raise LearnerError(f"learner.precision must be one of {', '.join(PRECISIONS)}, got {cfg.precision!r}")
     if not cfg.temperature > 0:

@@ -6,13 +6,17 @@ and `sft`. A recipe's config subclasses it, narrowing `rollout` and `sft` to
 its own sections and adding the rest (data, rewards, evaluation). Every
 section checks its own fields in `__post_init__` and `RLConfig.check` the
 settings that span sections, so `load_config` (which builds the dataclasses)
-fails on a bad estimator name or temperature before Ray starts.
+fails on a bad estimator name or temperature before Ray starts. A GPU learner
+is also checked against its GPU's memory (`cluster.memory_check`, the estimate
+`librarian plan` prints), and a colocated layout (`rollout.colocate`) against
+what sharing one GPU needs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from librarian.cluster.memory_check import check_learner
 from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.cluster.topology import RayConfig, Resources, check_engine_gpus, check_engine_start
 from librarian.cluster.topology import check as check_topology
@@ -102,6 +106,60 @@ class RLConfig:
         check_topology(self.ray, Resources(r.cpus_per_worker, r.gpus_per_worker), r.workers)
         check_engine_gpus("rollout", r.backend, r.options, r.gpus_per_worker)
         check_engine_start("rollout", r.backend, r.options, r.start_timeout_s)
+        check_sync(r, learner)
+        check_colocated(self.ray, r, learner)
+        model = str(r.options.get("model", "smollm2"))  # the learner trains the rollout backend's model
+        engine = dict(r.options) if r.colocate and r.backend == "vllm" and self.ray.learner_gpus > 0 else None
+        check_learner(learner, model, int(r.options.get("max_model_len", 2048)), self.ray.address, engine)
+
+
+def check_sync(r: RolloutConfig, learner: LearnerConfig) -> None:
+    """The weight sync's own keys: its timeout, and CUDA IPC only where it can open (one GPU, one sender)."""
+    if not r.sync_timeout_s >= 0:
+        raise ConfigError(f"rollout.sync_timeout_s must be >= 0 (0: no limit), got {r.sync_timeout_s}")
+    if r.backend != "vllm" or r.options.get("weight_transfer") != "ipc" or learner.lora.enabled:
+        return
+    if not r.colocate:
+        raise ConfigError("rollout.options.weight_transfer=ipc hands the engine CUDA IPC handles of the learner's "
+                          "GPU tensors, which open on the learner's own GPU only: set rollout.colocate=true (or use "
+                          "weight_transfer nccl or file)")
+    if learner.workers > 1:
+        raise ConfigError(f"rollout.options.weight_transfer=ipc publishes learner rank 0's GPU tensors, which only "
+                          f"rollout worker 0 shares a GPU with (learner.workers={learner.workers}): use "
+                          "weight_transfer file, or learner.workers=1")
+
+
+def check_colocated(ray: RayConfig, r: RolloutConfig, learner: LearnerConfig) -> None:
+    """`rollout.colocate`: learner rank i and rollout worker i share bundle i's GPU; the engine sleeps while the
+    learner updates, so nothing may sample then."""
+    if r.sleep_level not in (1, 2):
+        raise ConfigError(f"rollout.sleep_level must be 1 (offload the engine's weights to CPU memory) or 2 (drop "
+                          f"them), got {r.sleep_level}")
+    if not r.colocate:
+        return
+    if r.workers != learner.workers:
+        raise ConfigError(f"rollout.colocate pairs learner rank i with rollout worker i on one GPU: rollout.workers "
+                          f"({r.workers}) must equal learner.workers ({learner.workers})")
+    if ray.learner_gpus != r.gpus_per_worker or ray.learner_gpus not in (0, 1):
+        raise ConfigError(f"rollout.colocate shares one GPU per pair: ray.learner_gpus ({ray.learner_gpus:g}) and "
+                          f"rollout.gpus_per_worker ({r.gpus_per_worker:g}) must both be 1 (or both 0 on CPU)")
+    if not ray.placement_group:
+        raise ConfigError("rollout.colocate needs ray.placement_group=true: the pairs share placement-group bundles")
+    if r.asynchronous:
+        raise ConfigError("rollout.colocate and rollout.asynchronous exclude each other: the engine sleeps while "
+                          "the learner updates, so no rollout can run meanwhile")
+    if r.sleep_level == 2 and learner.lora.enabled:
+        raise ConfigError("rollout.sleep_level=2 drops the engine's base weights, which a LoRA adapter does not "
+                          "restore: use sleep_level 1 with learner.lora.enabled=true")
+    if r.backend != "vllm":
+        return
+    if r.options.get("weight_transfer") == "nccl" and not learner.lora.enabled:
+        raise ConfigError("rollout.colocate with weight_transfer nccl: NCCL refuses two ranks of one group on one "
+                          "GPU; use weight_transfer ipc (CUDA IPC on the shared GPU) or file")
+    kwargs = dict(r.options.get("engine_kwargs") or {})
+    if ray.learner_gpus > 0 and not kwargs.get("enable_sleep_mode"):
+        raise ConfigError("rollout.colocate on a GPU needs rollout.options.engine_kwargs.enable_sleep_mode=true: the "
+                          "engine frees its memory (LLM.sleep) while the learner updates")
 
 
 def check(cfg: RLConfig) -> None:

@@ -300,7 +300,7 @@ def run_plan(args: list[str]) -> None:
     import contextlib
     import io
 
-    from librarian.cluster.plan import main
+    from librarian.pipelines.plan_job import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
