@@ -100,17 +100,36 @@ class LearnerActor:
 
         return mean_nll(self.learner, samples)
 
-    def publish(self) -> tuple[int, Any]:
+    def publish(self, transfer: str = "") -> tuple[int, Any]:
         """(version, object ref of the `WeightsPayload`); in a group rank 0 publishes, the others (version, None)
-        after joining ZeRO-3's gather."""
+        after joining ZeRO-3's gather. `transfer` 'ipc': full weights as CUDA IPC handles of this learner's GPU
+        tensors (held until the next publish, so the engine can open them), not CPU copies."""
         import ray
 
         if self.learner.rank:
             if self.learner.engine.partitioned:
                 self.learner.engine.trainable_state()
             return self.learner.version, None
+        if transfer == "ipc":
+            return self.learner.version, ray.put(self._ipc_payload())
         version, payload = self.learner.publish_weights()
         return version, ray.put(payload)
+
+    def _ipc_payload(self) -> Any:
+        from librarian.learner.weights import WeightsPayload, device_state
+        from librarian.models.vllm_sync import cuda_ipc_handles, this_node
+
+        if self.learner.cfg.lora.enabled:
+            raise ValueError("IPC publishing sends full weights; a LoRA learner publishes its adapter (transfer '')")
+        self.held = device_state(self.learner)  # the engine opens these; a copy would double the weights' memory
+        return WeightsPayload(self.learner.version, "full", {}, node=this_node(), ipc=cuda_ipc_handles(self.held))
+
+    def release_memory(self) -> None:
+        """Hand the allocator's cached GPU memory back to the device, for a colocated engine waking up."""
+        import torch
+
+        if torch.cuda.is_available() and str(self.learner.cfg.device).startswith("cuda"):
+            torch.cuda.empty_cache()
 
     def sync_open(self, sizes: list[int], transport: str, buffer_bytes: int = 0, timeout_s: float = 1800.0
                   ) -> list[dict]:

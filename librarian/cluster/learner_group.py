@@ -15,7 +15,10 @@ checkpoint folder from every rank (on a filesystem all learner nodes share).
 A rank that dies or raises fails the call with `LearnerGroupError` naming the
 rank; the group stops every rank (the others would wait in a collective) and
 refuses further work until `recover()` starts fresh ranks from the last
-checkpoint it saved or loaded.
+checkpoint it saved or loaded. A rank that does not answer within
+`learner.call_timeout_s` (per SFT step for `sft`; `waits.learner_timeout`) is
+treated the same way: a stuck collective stops the group, naming the ranks
+that did not finish and the key.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from librarian.cluster.learner_actor import LearnerActor
 from librarian.cluster.topology import Resources, wait_reserved
+from librarian.cluster.waits import learner_timeout
 
 
 class LearnerGroupError(RuntimeError):
@@ -121,10 +125,11 @@ class LearnerGroup:
         import ray
 
         self.ranks = [ray.remote(LearnerRank).options(**p).remote() for p in self.placements]
-        addr, port = self._all("start-up", [self.ranks[0].endpoint.remote()])[0]
+        limit = learner_timeout(self.cfg, "start-up")
+        addr, port = self._all("start-up", [self.ranks[0].endpoint.remote()], limit)[0]
         backend = "nccl" if str(self.cfg.device).startswith("cuda") else "gloo"
         self._all("start-up", [r.setup.remote(RankSpec(i, self.world, addr, port, backend), *self.args)
-                               for i, r in enumerate(self.ranks)])
+                               for i, r in enumerate(self.ranks)], limit)
         self.broken = ""
 
     def _stop(self) -> None:
@@ -134,29 +139,43 @@ class LearnerGroup:
             ray.kill(r, no_restart=True)
         self.ranks = []
 
-    def _all(self, what: str, refs: Sequence[Any]) -> list[Any]:
-        """The ranks' results in rank order; the first failure stops every rank and names the failed one."""
+    def _all(self, what: str, refs: Sequence[Any], timeout_s: float = 0.0) -> list[Any]:
+        """The ranks' results in rank order; the first failure, or ranks still running after `timeout_s` (0: no
+        limit), stops every rank and names them."""
+        import time
+
         import ray
 
         pending = {ref: i for i, ref in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
+        deadline = time.monotonic() + timeout_s if timeout_s else None
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+            if not ready:
+                late = sorted(pending.values())
+                self._fail(f"learner rank(s) {late} of {self.world} did not finish {what} within {timeout_s:g} s "
+                           "(learner.call_timeout_s; a stuck collective or a hung rank)")
             for ref in ready:
                 i = pending.pop(ref)
                 try:
                     out[i] = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - any failure of a rank breaks the group
-                    self._stop()
-                    self.broken = f"learner rank {i} of {self.world} failed during {what}: {_reason(exc)}"
-                    raise LearnerGroupError(f"{self.broken}; every rank is stopped: resume from the last "
-                                            "checkpoint (LearnerGroup.recover, or the run's resume=)") from None
+                    self._fail(f"learner rank {i} of {self.world} failed during {what}: {_reason(exc)}")
         return out
 
-    def _call(self, method: str, *args: Any) -> list[Any]:
+    def _fail(self, why: str) -> None:
+        """Stop every rank (the others would wait in a collective) and refuse work until `recover()`."""
+        self._stop()
+        self.broken = why
+        raise LearnerGroupError(f"{why}; every rank is stopped: resume from the last checkpoint "
+                                "(LearnerGroup.recover, or the run's resume=)") from None
+
+    def _call(self, method: str, *args: Any, timeout_s: float | None = None) -> list[Any]:
         if self.broken:
             raise LearnerGroupError(f"the learner group is stopped ({self.broken}); call recover()")
-        return self._all(method, [getattr(r, method).remote(*args) for r in self.ranks])
+        limit = learner_timeout(self.cfg, method, args) if timeout_s is None else timeout_s
+        return self._all(method, [getattr(r, method).remote(*args) for r in self.ranks], limit)
 
     def _check_split(self, what: str, n: int) -> None:
         check_split(what, n, self.world)
@@ -183,7 +202,8 @@ class LearnerGroup:
             raise LearnerGroupError(f"the learner group is stopped ({self.broken}); call recover()")
         self._check_split("step", len(samples))
         parts = split(list(samples), self.world)
-        return self._all("step", [r.step.remote(p) for r, p in zip(self.ranks, parts, strict=True)])[0]
+        return self._all("step", [r.step.remote(p) for r, p in zip(self.ranks, parts, strict=True)],
+                         learner_timeout(self.cfg, "step"))[0]
 
     def sft(self, samples: Sequence[Any], epochs: int = 1, batch_size: int = 8, seed: int = 0,
             lr: float = 0.0) -> list[dict]:
@@ -192,8 +212,9 @@ class LearnerGroup:
 
         smallest = min(len(samples), batch_size, len(samples) % batch_size or batch_size)
         self._check_split("sft", smallest)
+        limit = learner_timeout(self.cfg, "sft", (samples, epochs, batch_size))
         ref = ray.put(list(samples))
-        return self._call("sft", ref, epochs, batch_size, seed, lr)[0]
+        return self._call("sft", ref, epochs, batch_size, seed, lr, timeout_s=limit)[0]
 
     def freeze_reference(self) -> None:
         self._call("freeze_reference")
@@ -203,9 +224,12 @@ class LearnerGroup:
 
         return self._call("mean_nll", ray.put(list(samples)))[0]
 
-    def publish(self) -> tuple[int, Any]:
+    def publish(self, transfer: str = "") -> tuple[int, Any]:
         """Rank 0's (version, object ref of the `WeightsPayload`)."""
-        return self._call("publish")[0]
+        return self._call("publish", transfer)[0]
+
+    def release_memory(self) -> None:
+        self._call("release_memory")
 
     def sync_open(self, sizes: list[int], transport: str, buffer_bytes: int = 0, timeout_s: float = 1800.0
                   ) -> list[dict]:
@@ -270,6 +294,8 @@ def reserve_learners(topology: Any, workers: int, timeout_s: float | None = None
     `ray.reserve_timeout_s` (or `timeout_s`); call it before any actor is
     placed in the group. Without one each rank just asks Ray for its resources.
     """
+    if getattr(topology, "colocate", False):  # rank i shares bundle i with rollout worker i
+        return [topology.learner_options(rank) for rank in range(workers)]
     if topology.group is None:
         return [topology.learner_options() for _ in range(workers)]
     from ray.util.placement_group import placement_group, remove_placement_group

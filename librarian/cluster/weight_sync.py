@@ -26,6 +26,16 @@ worker joins) and broadcasts to all. A worker or the learner failing during
 a broadcast breaks the group (the others may be stuck in the collective):
 the publish raises `WeightSyncError` naming it, and so does every later one.
 
+Every wait here is bounded by `rollout.sync_timeout_s` (0: no limit): the
+learner's payload, joining the group, a broadcast round, a missed worker's
+pull; past it `waits.CallTimeoutError` (or, inside a broadcast round,
+`WeightSyncError`) names the call, who did not answer and the key.
+
+Full weights for a vLLM engine on the learner's own GPU (`weight_transfer:
+'ipc'`, the colocated layout) travel as CUDA IPC handles of the learner's GPU
+tensors (`WeightSync(transfer='ipc')` asks `LearnerActor.publish('ipc')`); every
+other path publishes CPU copies.
+
 Every trajectory records the version that produced it; the RL step
 (`librarian.rl.samples.keep_fresh`) applies the off-policy limit to a batch.
 """
@@ -37,7 +47,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from librarian.cluster.waits import wait_for
+
 log = logging.getLogger(__name__)
+KEY = "rollout.sync_timeout_s"
+NO_LIMIT_S = 7 * 24 * 3600.0  # what a process group's timeout becomes when the key is 0 (no limit)
 MODES = {"vllm": "nccl", "hf": "broadcast"}  # the weight_transfer value that broadcasts, per rollout backend
 
 
@@ -92,6 +106,7 @@ class BroadcastNote:
     version: int
     update_info: dict
     learner: Any = None
+    timeout_s: float = 1800.0  # a missed worker's pull (rollout.sync_timeout_s)
 
 
 def resolve(payload: Any) -> Any:
@@ -99,14 +114,14 @@ def resolve(payload: Any) -> Any:
     (a worker that missed the broadcast); anything else is returned as it is."""
     if not isinstance(payload, BroadcastNote):
         return payload
-    import ray
 
     if payload.learner is None:
         raise WeightSyncError(f"missed broadcast version {payload.version} and the note names no learner to pull from")
     log.warning("this worker missed broadcast version %d (restarted?); pulling the learner's weights once through "
                 "the object store", payload.version)
-    _, ref = ray.get(payload.learner.publish.remote())
-    return ray.get(ref)
+    _, ref = wait_for(payload.learner.publish.remote(), payload.timeout_s, "publish() (a missed broadcast's pull)",
+                      payload.learner, KEY)
+    return wait_for(ref, payload.timeout_s, "fetching the learner's weights", payload.learner, KEY)
 
 
 class BroadcastEndpoint:
@@ -191,17 +206,19 @@ class BroadcastEndpoint:
 
 
 class WeightSync:
-    """The latest published weights, held in the object store for the rollout workers."""
+    """The latest published weights, held in the object store for the rollout workers; `transfer` 'ipc': CUDA IPC
+    handles of the learner's GPU tensors instead of CPU copies."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float = 1800.0, transfer: str = "") -> None:
         self.version = -1
         self.box: list[Any] = []
+        self.timeout_s = float(timeout_s)
+        self.transfer = transfer
 
     def publish(self, learner: Any) -> int:
-        """Ask the learner actor for its weights; the payload stays in the object store."""
-        import ray
-
-        version, ref = ray.get(learner.publish.remote())
+        """Ask the learner actor for its weights (at most `timeout_s`); the payload stays in the object store."""
+        version, ref = wait_for(learner.publish.remote(self.transfer), self.timeout_s, f"publish({self.transfer!r})",
+                                learner, KEY)
         self.version = int(version)
         self.box = [ref]
         return self.version
@@ -236,10 +253,11 @@ class BroadcastSync(WeightSync):
         names = {ref: name for name, ref in refs.items()}
         pending, out = list(names), {}
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=self.timeout_s)
+            ready, pending = ray.wait(pending, num_returns=1, timeout=self.timeout_s or None)
             problem = ""
             if not ready:
-                problem = f"{what}: {', '.join(names[r] for r in pending)} did not finish within {self.timeout_s:.0f} s"
+                problem = (f"{what}: {', '.join(names[r] for r in pending)} did not finish within "
+                           f"{self.timeout_s:.0f} s ({KEY})")
             else:
                 try:
                     out[names[ready[0]]] = ray.get(ready[0])
@@ -252,28 +270,29 @@ class BroadcastSync(WeightSync):
 
     def open(self) -> None:
         """Build the group: the learner's sender for every worker's ranks, everyone joining at once."""
-        import ray
-
         workers = list(self.pool.workers)
-        sizes = ray.get([w.broadcast_ranks.remote() for w in workers])
-        infos = ray.get(self.learner.sync_open.remote(sizes, self.transport, self.buffer_bytes, self.timeout_s))
-        ray.get(self.learner.sync_connect.remote())  # joins in a thread: the learner stays free for pulls
+        sizes = self._wait("asking for broadcast_ranks()", {
+            f"rollout worker {i}": w.broadcast_ranks.remote() for i, w in enumerate(workers)}, breaks=False)
+        limit = self.timeout_s or NO_LIMIT_S  # the group's own collectives time out too
+        infos = wait_for(self.learner.sync_open.remote(sizes, self.transport, self.buffer_bytes, limit),
+                         self.timeout_s, "sync_open()", self.learner, KEY)
+        wait_for(self.learner.sync_connect.remote(), self.timeout_s, "sync_connect()", self.learner,
+                 KEY)  # joins in a thread: the learner stays free for pulls
         what = f"joining the {self.transport} weight broadcast group"
         self._wait(what, {f"rollout worker {i}": w.join_broadcast.remote(info)
                           for i, (w, info) in enumerate(zip(workers, infos, strict=True))})
-        self._wait(what, {"the learner": self.learner.sync_joined.remote(self.timeout_s)})
+        self._wait(what, {"the learner": self.learner.sync_joined.remote(limit)})
         self.lives = list(self.pool.lives)
         self.broken = ""
 
     def rebuild(self, why: str = "") -> None:
         """A new group for the pool's current workers (a restarted or replaced one cannot join the old group)."""
-        import ray
-
         log.warning("%s; rebuilding the %s weight broadcast group",
                     why or f"rollout workers were restarted (lives {self.lives} -> {list(self.pool.lives)})",
                     self.transport)
-        ray.get([w.leave_broadcast.remote() for w in self.pool.workers])
-        ray.get(self.learner.sync_close.remote())
+        self._wait("leaving the weight broadcast group", {
+            f"rollout worker {i}": w.leave_broadcast.remote() for i, w in enumerate(self.pool.workers)}, breaks=False)
+        wait_for(self.learner.sync_close.remote(), self.timeout_s, "sync_close()", self.learner, KEY)
         self.rebuilds += 1
         self.open()
 
@@ -293,7 +312,8 @@ class BroadcastSync(WeightSync):
                                   "last checkpoint (resume=)")
         if list(self.pool.lives) != self.lives:
             self.rebuild()
-        version, info = ray.get(self.learner.sync_meta.remote(self.dtype))
+        version, info = wait_for(self.learner.sync_meta.remote(self.dtype), self.timeout_s, "sync_meta()",
+                                 self.learner, KEY)
         joined = self._check(version, info)
         if not all(joined):  # Ray restarted them before the pool noticed
             self.rebuild(f"rollout workers {[i for i, j in enumerate(joined) if not j]} are not in the group")
@@ -304,7 +324,7 @@ class BroadcastSync(WeightSync):
         refs.update({f"rollout worker {i}": w.receive_broadcast.remote(version, info) for i, w in enumerate(workers)})
         self._wait(f"broadcasting weights version {version}", refs)
         self.version = int(version)
-        self.box = [ray.put(BroadcastNote(self.version, info, self.learner))]
+        self.box = [ray.put(BroadcastNote(self.version, info, self.learner, self.timeout_s))]
         return self.version
 
     def close(self) -> None:

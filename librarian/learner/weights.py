@@ -16,7 +16,8 @@ class WeightsPayload:
     """A published policy: `kind` 'lora' (adapter weights + its LoRA config) or 'full' (a full state dict).
 
     Plain tensors and dicts only, so it pickles (and travels through Ray's object store). `node` names the
-    machine that published it (`vllm_sync.this_node`): CUDA IPC handles open only there.
+    machine that published it (`vllm_sync.this_node`): CUDA IPC handles open only there. `ipc`: full weights as
+    packed CUDA IPC handles of the learner's own GPU tensors (`vllm_sync.cuda_ipc_handles`), `state` then empty.
     """
 
     version: int
@@ -24,6 +25,7 @@ class WeightsPayload:
     state: dict[str, Any]
     lora: dict[str, Any] = field(default_factory=dict)
     node: str = ""
+    ipc: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in ("lora", "full"):
@@ -78,6 +80,13 @@ def full_weights(learner: Any, dtype: Any = None) -> Iterator[tuple[str, Any]]:
             tensor = param.detach()
             tensor = tensor.to(dtype) if dtype is not None and tensor.dtype != dtype else tensor
             yield name, (tensor.clone() if getattr(learner.engine, "partitioned", False) else tensor)
+
+
+def device_state(learner: Any) -> dict[str, Any]:
+    """The full weights (transformers names) as the learner's own tensors on its device: no copy, no CPU detour.
+    What CUDA IPC hands to a vLLM engine on the same GPU (the colocated layout); the engine casts as it loads.
+    Other paths publish `engine.trainable_state()`'s CPU copies."""
+    return dict(full_weights(learner))
 
 
 def full_weights_meta(learner: Any, dtype: Any = None) -> list[tuple[str, str, list[int]]]:

@@ -193,7 +193,8 @@ class VLLMBackend(TemplatePrompts):
                 from librarian.models.vllm_sync import check_same_node, cuda_ipc_handles
 
                 check_same_node(str(getattr(payload, "node", "") or ""))
-                self.engine.call("load_full_ipc", version=version, handles=cuda_ipc_handles(payload.state))
+                handles = getattr(payload, "ipc", "") or cuda_ipc_handles(payload.state)  # the learner's own handles
+                self.engine.call("load_full_ipc", version=version, handles=handles)
             else:
                 if self.cfg.weight_transfer == "nccl" and not self._warned_nccl:
                     log.warning("%s: full weights came through the object store although weight_transfer='nccl'; "
@@ -207,6 +208,16 @@ class VLLMBackend(TemplatePrompts):
             raise BackendError(f"{self.name}: weights kind must be 'lora' or 'full', got {payload.kind!r}")
         self.policy_version = version
         return version
+
+    def sleep(self, level: int = 1) -> dict[str, Any]:
+        """Free the engine's GPU memory while a colocated learner updates (vLLM's `LLM.sleep(level)`: 1 offloads
+        the weights to CPU memory, 2 drops them); needs `engine_kwargs={"enable_sleep_mode": True}`, without it
+        the engine keeps its memory (and says so in the answer)."""
+        return dict(self.engine.call("sleep", level=int(level)))
+
+    def wake_up(self) -> dict[str, Any]:
+        """The engine's memory back after `sleep`; call it before the next generate or weight load."""
+        return dict(self.engine.call("wake_up"))
 
     def nccl_ranks(self) -> int:
         """How many ranks this engine adds to the NCCL weight-sync group (its tensor x pipeline parallel size)."""

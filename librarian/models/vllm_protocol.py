@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 OPS = ("generate", "load_lora", "load_full_file", "load_full_ipc", "init_nccl", "load_full_nccl", "close_nccl",
-       "info", "shutdown")
+       "sleep", "wake_up", "info", "shutdown")
 
 
 class ProtocolError(RuntimeError):

@@ -44,6 +44,10 @@ def dispatch(engine: Any, op: str, args: dict[str, Any]) -> Any:
         return engine.load_full_nccl(int(args["version"]), dict(args["update_info"]))
     if op == "close_nccl":
         return engine.close_nccl()
+    if op == "sleep":
+        return engine.sleep(int(args["level"]))
+    if op == "wake_up":
+        return engine.wake_up()
     if op == "info":
         return engine.info()
     raise ValueError(f"unknown engine op {op!r}")

@@ -11,6 +11,14 @@ sync: `WeightSync` (the object store), or, for full weights with
 models), `BroadcastSync`, whose group the learner and every worker join here
 (`weight_sync.broadcast_transport` picks it; docs/cluster.md).
 `close()` stops all of it (and Ray, when this session started it).
+
+Every wait on the learner is bounded (`learner.call_timeout_s`, per SFT step
+for `sft`; a publish by `rollout.sync_timeout_s`): past it the call fails with
+`waits.CallTimeoutError` naming the call, the actor and the key. With
+`rollout.colocate` learner rank i and rollout worker i share one GPU: before
+the learner's `step` or `sft` every worker's engine sleeps
+(`rollout.sleep_level`), and before the next publish the learner releases its
+cached memory and every engine wakes up, then loads the new weights.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from librarian.cluster.rollout_worker import RolloutConfig
+from librarian.cluster.waits import learner_timeout, wait_for
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +57,8 @@ class RLSession:
         self.learner: Any = None
         self.rollouts: Any = None
         self.probes: Any = None
+        self.learner_cfg = learner_cfg
+        self.colocated, self.sleep_level, self.asleep = rollout.colocate, rollout.sleep_level, False
         needed = (ray_cfg.learner_cpus * learner_cfg.workers + rollout.workers * rollout.cpus_per_worker
                   + (probe.workers if probe is not None else 0))
         self.started_ray = topology.start(ray_cfg, needed)
@@ -69,7 +80,7 @@ class RLSession:
         # refused before any actor starts when the rollout backend cannot receive that way
         transport = broadcast_transport(rollout.backend, rollout.options, learner_cfg.lora.enabled, learner_cfg.device)
         self.topo = topology.Topology(ray_cfg, topology.Resources(rollout.cpus_per_worker, rollout.gpus_per_worker),
-                                      rollout.workers)
+                                      rollout.workers, colocate=rollout.colocate)
         self.topo.reserve()
         # the learner first: a learner group re-reserves the placement group with its ranks' bundles
         backend, options = learner_model(rollout)
@@ -84,12 +95,13 @@ class RLSession:
 
             runner = ExamRunner(probe)
             self.probe_run = lambda data, qs, rep: run_local(data, qs, probe, rep, runner=runner)
-        self.sync = WeightSync()
+        ipc = rollout.backend == "vllm" and rollout.options.get("weight_transfer") == "ipc" and not learner_cfg.lora.enabled
+        self.sync = WeightSync(rollout.sync_timeout_s, "ipc" if ipc else "")
         self._wait_learner(rollout.start_timeout_s)
         self.rollouts.ready()
         if transport:  # every worker joins the learner's group while it connects
             dtype = str(rollout.options.get("dtype", "float32")) if rollout.backend == "vllm" else ""
-            self.sync = BroadcastSync(self.learner, self.rollouts, transport, dtype)
+            self.sync = BroadcastSync(self.learner, self.rollouts, transport, dtype, timeout_s=rollout.sync_timeout_s)
             self.sync.open()
 
     def _wait_learner(self, timeout_s: float) -> None:
@@ -112,14 +124,26 @@ class RLSession:
         return self.sync.version
 
     def publish(self) -> int:
-        """The learner's current weights to the workers (the object store, or a broadcast); their version."""
+        """The learner's current weights to the workers (the object store, or a broadcast); their version.
+        Colocated engines wake up first (the learner's cached memory released for them)."""
+        if self.asleep:
+            self.call("release_memory")
+            self.rollouts.call_all("wake_up")
+            self.asleep = False
         return self.sync.publish(self.learner)
 
     def call(self, method: str, *args: Any) -> Any:
-        """`method(*args)` on the learner (actor or group), waited for."""
-        import ray
-
-        return ray.get(getattr(self.learner, method).remote(*args))
+        """`method(*args)` on the learner (actor or group), waited for at most `learner.call_timeout_s` (per SFT
+        step for `sft`; a group gets a minute more, so its own error, naming the rank, comes first). Colocated
+        engines sleep before a `step` or `sft`."""
+        if self.colocated and method in ("step", "sft") and not self.asleep:
+            self.rollouts.call_all("sleep", self.sleep_level)
+            self.asleep = True
+        seconds = learner_timeout(self.learner_cfg, method, args)
+        if seconds and self.learner_cfg.workers > 1:
+            seconds += 60.0
+        return wait_for(getattr(self.learner, method).remote(*args), seconds, f"learner call {method}()",
+                        self.learner, "learner.call_timeout_s")
 
     def close(self) -> None:
         """Stop the pools and the learner, release the placement group; shut Ray down if this session started it."""
