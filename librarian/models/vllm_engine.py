@@ -213,25 +213,6 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
         return {"asleep": False}
 
-    def sleep(self, level: int) -> dict[str, Any]:
-        """Free the GPU memory for a colocated learner: level 1 offloads the weights to CPU memory, level 2 drops
-        them (the next full-weight load brings new ones); the KV cache is dropped either way (`LLM.sleep`). An
-        engine started without `enable_sleep_mode` (vLLM on CPU has none) keeps its memory and says so."""
-        if not self.cfg.engine_kwargs.get("enable_sleep_mode"):
-            return {"asleep": False, "why": "started without engine_kwargs.enable_sleep_mode"}
-        if int(level) not in (1, 2):
-            raise ValueError(f"sleep level must be 1 or 2, got {level!r}")
-        self.llm.sleep(level=int(level))
-        return {"asleep": True, "level": int(level)}
-
-    def wake_up(self) -> dict[str, Any]:
-        """The engine's memory back after `sleep` (`LLM.wake_up`); no KV block from before is reused."""
-        if not self.cfg.engine_kwargs.get("enable_sleep_mode"):
-            return {"asleep": False}
-        self.llm.wake_up()
-        self.llm.reset_prefix_cache()
-        return {"asleep": False}
-
     def _loaded_full(self, version: int, counts: list[Any]) -> dict[str, Any]:
         self.llm.reset_prefix_cache()
         if self.lora is not None:  # full weights replace the policy; an adapter on top would be stale
