@@ -56,6 +56,8 @@ def arm_findings(result: Mapping[str, Any]) -> list[str]:
     differences in the same way."""
     arms = _arms(result)
     diffs = result.get("differences") or {}
+    if FULL not in arms:
+        return [f"The full system ({FULL}) was not among the arms, so no arm is compared with it."]
     out = []
     if FULL in arms:
         full = arms[FULL]
@@ -82,6 +84,12 @@ def arm_findings(result: Mapping[str, Any]) -> list[str]:
         if "latency_s" in d:
             out.append(difference("Query latency (s)", arm, FULL, d["latency_s"], d["latency_s_ci"], "slower", "faster"))
     return out
+
+
+def arms_markdown(result: Mapping[str, Any]) -> str:
+    """arms.md: what the arms show (`arm_findings`), then the table."""
+    return "\n".join(["## What the arms show", "", *(f"- {f}" for f in arm_findings(result)), "",
+                      arms_table(result)]) + "\n"
 
 
 def plot_arms(result: Mapping[str, Any], path: str | Path, title: str = "") -> Path:

@@ -38,7 +38,7 @@ def run_jam_demo(cfg: JamDemoConfig, out_dir: str | Path) -> dict[str, Any]:
     """Memorize, append a session, evaluate the arms; returns the figures written to `results.json`."""
     from librarian.datasets.memorygym import MemoryGymConfig
     from librarian.evaluation.memory_eval import ResearcherEvalConfig, evaluate_researcher
-    from librarian.evaluation.memory_report import arm_findings, arms_table, plot_arms
+    from librarian.evaluation.memory_report import arm_findings, arms_markdown, arms_table, plot_arms
     from librarian.evaluation.memory_tasks import memorygym_task
     from librarian.models import make_backend
     from librarian.roles.memorizer import Memorizer
@@ -60,11 +60,9 @@ def run_jam_demo(cfg: JamDemoConfig, out_dir: str | Path) -> dict[str, Any]:
                                                                       n_boot=1000, seed=cfg.seed))
     log.info("JAM 3/3 writing the arms table and plot to %s", out)
     plot_arms(ev, out / "arms.png", title="JAM arms, scripted researcher (Memory-Gym)")
-    table = arms_table(ev)
     findings = arm_findings(ev)
-    (out / "arms.md").write_text("\n".join(["## What the arms show", "", *(f"- {f}" for f in findings), "",
-                                            table]) + "\n", encoding="utf-8")
-    print(table)
+    (out / "arms.md").write_text(arms_markdown(ev), encoding="utf-8")
+    print(arms_table(ev))
     arms = ev["arms"]
     results = {
         "sessions": len(task.sessions), "questions": ev["n_questions"],

@@ -9,7 +9,8 @@ that answers from the researcher's context -> `evaluate_researcher` on every
 arm (hierarchical, flat, no researcher, no BM25, no dense): source recall with
 bootstrap CIs, answer in context (and the client's official metric), rounds,
 budget exhaustion, latency, construction time -> `results.json`,
-`evaluation.json`, `arms.md`, `arms.png`, an MLflow run.
+`evaluation.json`, `arms.md` (opening with what the paired differences
+against the full system show), `arms.png`, an MLflow run.
 
     librarian evaluate_memory kind=locomo path=data/locomo10.json out_dir=build/jam_locomo
     librarian evaluate_memory out_dir=build/jam_mg memorygym.sessions=80 eval.embedder=minilm
@@ -97,7 +98,7 @@ def load_tasks(cfg: EvaluateMemoryConfig) -> list:
 def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
     """Evaluate; returns the figures also written to results.json."""
     from librarian.evaluation.memory_eval import evaluate_researcher
-    from librarian.evaluation.memory_report import arms_table, plot_arms
+    from librarian.evaluation.memory_report import arm_findings, arms_markdown, plot_arms
     from librarian.models import make_backend
     from librarian.pipelines.researcher_report import write_atomic
     from librarian.tracking import Tracker
@@ -128,10 +129,11 @@ def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
             "arms": arms, "wall_s": time.perf_counter() - started, "config": redact(to_plain(cfg)),
             "mlflow": {"tracking_uri": tracker.tracking_uri, "run_id": tracker.run_id},
         }
-        table = arms_table(ev)
-        print("\n" + table)
+        results["findings"] = arm_findings(ev)
+        text = arms_markdown(ev)
+        print("\n" + text)
         files = [plot_arms(ev, out / "arms.png", title=f"JAM arms on {cfg.kind}"),
-                 write_atomic(out / "arms.md", table + "\n"),
+                 write_atomic(out / "arms.md", text),
                  write_atomic(out / "evaluation.json", json.dumps(ev, indent=2, default=str) + "\n"),
                  write_atomic(out / "results.json", json.dumps(results, indent=2, default=str) + "\n")]
         tracker.log_metrics({k: float(v) for k, v in results.items()

@@ -8,7 +8,7 @@ import pytest
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation import memory_eval
 from librarian.evaluation.memory_eval import ARMS, ResearcherEvalConfig, arm_order, evaluate_researcher
-from librarian.evaluation.memory_report import arm_findings
+from librarian.evaluation.memory_report import arm_findings, arms_markdown
 from librarian.evaluation.memory_tasks import memorygym_task
 from librarian.models import make_backend
 
@@ -85,3 +85,13 @@ def test_a_difference_whose_interval_excludes_zero_is_the_headline() -> None:
     assert not any("beats the full system" in line for line in lines)
     assert any(line.startswith("Source recall, no_bm25 - hierarchical: -0.010") and "no difference shown" in line
                for line in lines)
+
+
+def test_arms_md_opens_with_the_findings_and_says_when_the_full_system_is_missing() -> None:
+    result = _result((0.05, [-0.01, 0.11]), (0.05, [0.01, 0.09]))
+    lines = arms_markdown(result).splitlines()
+    assert lines[:3] == ["## What the arms show", "", f"- {arm_findings(result)[0]}"]
+    assert any(line.startswith("| arm | source recall |") for line in lines)
+    del result["arms"]["hierarchical"]
+    assert arm_findings(result) == ["The full system (hierarchical) was not among the arms, so no arm is compared "
+                                    "with it."]
