@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from librarian.evaluation.findings import count, difference, excludes_zero, interval
+from librarian.evaluation.findings import count, difference, excludes_zero, interval, no_signal_steps
 
 STORE_NAMES = {"flat": "the flat store", "scripted_builder": "the scripted builder",
                "trained_builder": "the trained builder", "untrained_builder": "the untrained policy",
@@ -122,11 +122,6 @@ def sft_findings(sft: Mapping[str, Any] | None, config: Mapping[str, Any]) -> li
         return [f"{head}; no update was made, so GRPO started from the base model."]
     return [f"{head}, {count(int(sft.get('samples', 0)), 'token sequence')}, {count(steps, 'update')}; "
             f"SFT loss {sft['sft_loss_first']:.3f} before, {sft['sft_loss_last']:.3f} after."]
-
-
-def no_signal_steps(history: Sequence[Mapping[str, Any]]) -> list[int]:
-    """GRPO steps where no group's builds differed in reward (every advantage 0: the loss is 0 by construction)."""
-    return [int(h["step"]) for h in history if h.get("nonzero_advantage_fraction", 1.0) == 0]
 
 
 def grpo_findings(history: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> list[str]:

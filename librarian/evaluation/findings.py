@@ -7,7 +7,8 @@ pipeline: `builder_findings` and the JAM arms' `arm_findings` build on it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def interval(ci: Sequence[float], signed: bool = True) -> str:
@@ -36,3 +37,8 @@ def difference(what: str, a: str, b: str, point: float, ci: Sequence[float], hig
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """'1 step', '3 steps'."""
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def no_signal_steps(history: Sequence[Mapping[str, Any]]) -> list[int]:
+    """RL steps where no group's samples differed in reward (every advantage 0: the loss is 0 by construction)."""
+    return [int(h["step"]) for h in history if h.get("nonzero_advantage_fraction", 1.0) == 0]

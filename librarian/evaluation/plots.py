@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from librarian.evaluation.findings import no_signal_steps
 from librarian.evaluation.metrics.amortization import AmortizationCurve, crossover
 from librarian.evaluation.metrics.bootstrap import CI
 from librarian.evaluation.metrics.gradient import GradientRow
@@ -38,6 +39,12 @@ class StepSeries:
     mean: Sequence[float]
     low: Sequence[float] | None = None
     high: Sequence[float] | None = None
+
+
+def history_series(history: Sequence[Mapping[str, float]], key: str) -> StepSeries | None:
+    """A quantity's step means from an RL run's history (rows with `step`), no band; None when no step has it."""
+    points = [(int(h["step"]), float(h[key])) for h in history if key in h]
+    return StepSeries([p[0] for p in points], [p[1] for p in points]) if points else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +155,18 @@ def plot_step_panels(panels: Mapping[str, Mapping[str, StepSeries]], path: str |
     if title:
         fig.suptitle(title, fontsize=10)
     return _save(fig, out)
+
+
+def plot_loss(history: Sequence[Mapping[str, float]], path: str | Path, samples: str = "builds") -> Path | None:
+    """An RL run's learner loss per step, the steps where no group's `samples` differed in reward shaded (their
+    loss is 0 by construction); None when the history has no loss (e.g. a `learner.lr=0` control)."""
+    loss = history_series(history, "loss")
+    if loss is None:
+        return None
+    marks = {s: "no signal: loss 0" for s in no_signal_steps(history) if s in set(loss.steps)}
+    title = "learner loss" + (f" (shaded: no group's {samples} differed in reward, so the loss is 0 by construction)"
+                              if marks else "")
+    return plot_step_panels({"learner loss": {"run": loss}}, path, marks=marks, title=title)
 
 
 def plot_rho_vs_coverage(points: Sequence[RhoPoint], path: str | Path, *, title: str = "") -> Path:

@@ -12,9 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from librarian.evaluation.builder_findings import no_signal_steps
 from librarian.evaluation.metrics.bootstrap import bootstrap_ci
-from librarian.evaluation.plots import StepSeries, plot_step_panels
+from librarian.evaluation.plots import StepSeries, history_series, plot_loss, plot_step_panels
 
 QUANTITIES = {"reward": "build reward (sum over turns)", "utility_gain": "utility gain U(F_T) - U(F_0)",
               "final_utility": "final utility U(F_T)"}
@@ -43,12 +42,6 @@ def with_band(per_step: Mapping[int, Sequence[float]], seed: int = 0) -> StepSer
     return StepSeries(steps, [c.point for c in cis], [c.low for c in cis], [c.high for c in cis])
 
 
-def from_history(history: Sequence[Mapping[str, Any]], key: str) -> StepSeries | None:
-    """A quantity's step means from a run's history (None when no step has it)."""
-    points = [(int(h["step"]), float(h[key])) for h in history if key in h]
-    return StepSeries([p[0] for p in points], [p[1] for p in points]) if points else None
-
-
 def plot_curves(out: Path, history: Sequence[Mapping[str, Any]], control: Mapping[str, Any] | None = None,
                 seed: int = 0) -> list[Path]:
     """Write learning_curve.png and (when the learner reported a loss) loss.png under `out`; their paths."""
@@ -58,21 +51,16 @@ def plot_curves(out: Path, history: Sequence[Mapping[str, Any]], control: Mappin
     control_history = (control or {}).get("history") or []
     panels: dict[str, dict[str, StepSeries]] = {}
     for key, label in QUANTITIES.items():
-        run = with_band(values[key], seed) if values.get(key) else from_history(history, key)
+        run = with_band(values[key], seed) if values.get(key) else history_series(history, key)
         if run is None:
             continue
         panels[label] = {"run": run}
-        ctl = from_history(control_history, key)
+        ctl = history_series(control_history, key)
         if ctl is not None:
             panels[label]["control (learner.lr=0)"] = ctl
     plots = []
     if panels:
         plots.append(plot_step_panels(panels, out / "learning_curve.png", title="GRPO: per build, means over the "
                                       "step's builds" + (" with 95% CIs" if values else "")))
-    loss = from_history(history, "loss")
-    if loss is not None:
-        marks = {s: "no signal: loss 0" for s in no_signal_steps(history) if s in set(loss.steps)}
-        plots.append(plot_step_panels({"learner loss": {"run": loss}}, out / "loss.png", marks=marks,
-                                      title="learner loss (shaded: no group's builds differed in reward, "
-                                            "so the loss is 0 by construction)" if marks else "learner loss"))
-    return plots
+    loss = plot_loss(history, out / "loss.png")
+    return plots + ([loss] if loss is not None else [])

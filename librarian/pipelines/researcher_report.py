@@ -28,22 +28,28 @@ def write_atomic(path: Path, text: str) -> Path:
     return path
 
 
+CURVES = {"reward": "reward (source recall)", "reward_full_recall": "share with full recall",
+          "budget_exhausted": "share forced to finalize"}
+
+
+def plot_curves(out: Path, history: list[dict[str, Any]]) -> list[Path]:
+    """reward_curve.png (one panel per quantity, integer steps) and loss.png (steps without GRPO signal shaded)."""
+    from librarian.evaluation.plots import history_series, plot_loss, plot_step_panels
+
+    panels = {label: {"run": s} for key, label in CURVES.items() if (s := history_series(history, key)) is not None}
+    files = [plot_step_panels(panels, out / "reward_curve.png", title="hint-guided GRPO, per trajectory: means "
+                              "over the step's trajectories")] if panels else []
+    loss = plot_loss(history, out / "loss.png", samples="trajectories")
+    files += [loss] if loss is not None else []
+    return files
+
+
 def write_outputs(out: Path, results: dict[str, Any], evaluation: dict[str, Any], tracker: Any) -> list[Path]:
     """Write and log results.json, evaluation.json, results.md and the plots; prints the table."""
     from librarian.evaluation.memory_report import arms_table, plot_arms
-    from librarian.evaluation.plots import plot_learning_curves
 
-    files: list[Path] = []
     history = results.get("history") or []
-    if history:
-        steps = [h["step"] for h in history]
-        series = {k: (steps, [h.get(k, 0.0) for h in history])
-                  for k in ("reward", "reward_full_recall", "budget_exhausted")}
-        files.append(plot_learning_curves(series, out / "reward_curve.png", ylabel="per trajectory",
-                                          title="hint-guided GRPO: source recall"))
-        if all("loss" in h for h in history):
-            files.append(plot_learning_curves({"loss": (steps, [h["loss"] for h in history])}, out / "loss.png",
-                                              ylabel="loss", title="learner loss"))
+    files = plot_curves(out, history)
     if evaluation.get("arms"):
         shown = {**evaluation, "arms": dict(evaluation["arms"])}
         if results.get("trained"):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from librarian.evaluation.builder_findings import no_signal_steps, pair_verdict, run_findings
-from librarian.evaluation.findings import difference
+from librarian.evaluation.builder_findings import pair_verdict, run_findings
+from librarian.evaluation.findings import difference, no_signal_steps
 
 from .builder_results import builder_results
 

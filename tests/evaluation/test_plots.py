@@ -6,10 +6,13 @@ from librarian.evaluation.metrics import AmortizationCurve, QueryResult, gradien
 from librarian.evaluation.plots import (
     PlotError,
     RhoPoint,
+    StepSeries,
     plot_amortization,
     plot_gradient,
     plot_learning_curves,
+    plot_loss,
     plot_rho_vs_coverage,
+    plot_step_panels,
     plot_structure,
 )
 from librarian.workspace import Add, Document, Workspace
@@ -75,3 +78,23 @@ def test_structure(tmp_path):
     assert_png(out)
     with pytest.raises(PlotError, match="expected StructureStats"):
         plot_structure({"flat": {"synthetic": 1}}, tmp_path / "bad.png")  # type: ignore[dict-item]
+
+
+def test_step_panels_one_quantity_each_with_bands_and_marks(tmp_path):
+    run = StepSeries([0, 1, 2], [0.1, 0.2, 0.3], [0.0, 0.1, 0.2], [0.2, 0.3, 0.4])
+    out = plot_step_panels({"reward": {"run": run, "control": StepSeries([0, 1, 2], [0.1, 0.1, 0.1])},
+                            "utility": {"run": run}}, tmp_path / "panels.png", marks={1: "no signal"})
+    assert_png(out)
+    with pytest.raises(PlotError, match="one low and one high per step"):
+        plot_step_panels({"r": {"run": StepSeries([0, 1], [0.1, 0.2], [0.0], [0.3])}}, tmp_path / "bad.png")
+    with pytest.raises(PlotError, match="no panels"):
+        plot_step_panels({}, tmp_path / "bad.png")
+    assert not (tmp_path / "bad.png").exists()
+
+
+def test_loss_plot_shades_steps_without_signal_and_is_skipped_without_a_loss(tmp_path):
+    history = [{"step": 0.0, "loss": 0.0, "nonzero_advantage_fraction": 0.0},
+               {"step": 1.0, "loss": 0.3, "nonzero_advantage_fraction": 0.5}]
+    assert_png(plot_loss(history, tmp_path / "loss.png"))
+    assert plot_loss([{"step": 0.0, "reward": 1.0}], tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()

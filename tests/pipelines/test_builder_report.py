@@ -90,16 +90,18 @@ def test_report_of_a_builder_that_helped_names_the_difference(tmp_path) -> None:
 
 
 def test_learning_curves_have_one_quantity_per_panel_and_mark_steps_without_signal(tmp_path, monkeypatch) -> None:
+    import librarian.evaluation.plots as plots
     import librarian.pipelines.builder_curves as curves
 
     seen = []
-    real = curves.plot_step_panels
+    real = plots.plot_step_panels
 
     def spy(panels, path, **kw):
         seen.append((path.name, {k: dict(v) for k, v in panels.items()}, kw))
         return real(panels, path, **kw)
 
     monkeypatch.setattr(curves, "plot_step_panels", spy)
+    monkeypatch.setattr(plots, "plot_step_panels", spy)
     out, _ = _render(tmp_path, no_signal_steps=(0,))
     (name, panels, _), (loss_name, _, loss_kw) = seen
     assert name == "learning_curve.png" and len(panels) == 3  # reward, utility gain, final utility: a panel each
