@@ -100,6 +100,19 @@ def test_what_a_shared_gpu_cannot_run_is_refused_when_the_config_loads(overrides
         load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU] + overrides)
 
 
+def test_the_one_gpu_preset_loads_and_names_only_real_engine_options():
+    import inspect
+
+    from librarian.models.vllm_backend import VLLMBackend
+    from librarian.pipelines.builder_config import TrainBuilderConfig
+
+    cfg = load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU])
+    accepted = set(inspect.signature(VLLMBackend.__init__).parameters) - {"self"}
+    assert set(cfg.rollout.options) <= accepted, set(cfg.rollout.options) - accepted
+    assert cfg.rollout.colocate and cfg.rollout.options["engine_kwargs"]["enable_sleep_mode"] is True
+    assert (cfg.ray.learner_gpus, cfg.rollout.gpus_per_worker, cfg.learner.device) == (1, 1, "cuda")
+
+
 def test_full_weights_by_ipc_and_sleep_level_2_load():
     from librarian.pipelines.builder_config import TrainBuilderConfig
 
