@@ -13,8 +13,8 @@ from librarian.cluster.plan import is_cpu_preset, plan
 from librarian.cluster.plan_infra import load_cluster
 from librarian.cluster.plan_memory import KNOWN, engine_memory, learner_memory, resolve
 from librarian.config import ConfigError
-from librarian.pipelines.plan_job import main
 from librarian.pipelines.plan_job import load_job as validated
+from librarian.pipelines.plan_job import main
 
 
 def load_job(files, overrides=()):
