@@ -90,9 +90,9 @@ def exam_findings(rows: Sequence[Mapping[str, Any]], exam: Mapping[str, Any]) ->
     for builder in BUILDERS:
         same, total = unchanged_corpora(exam, builder)
         if total and same == total:
-            out.append(f"{store_name(builder).capitalize()} built nothing: on all {count(total, 'exam corpus', 'exam corpora')}"
-                       f" its store is the flat store itself, so its row repeats the flat store's figures (it is not "
-                       f"parity with any builder).")
+            where = f"on all {total} exam corpora" if total > 1 else "on the one exam corpus"
+            out.append(f"{store_name(builder).capitalize()} built nothing: {where} its store is the flat store itself, "
+                       "so its row repeats the flat store's figures (it is not parity with any builder).")
         elif same:
             out.append(f"On {same} of {count(total, 'exam corpus', 'exam corpora')} {store_name(builder)}'s store is "
                        "the flat store itself (it changed nothing there).")

@@ -35,10 +35,12 @@ def fmt(value: Any) -> str:
 Columns = Sequence[tuple[str, str]]
 
 
-def shown_columns(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS) -> tuple[list[tuple[str, str]], str]:
+def shown_columns(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS,
+                  drop_zero: bool = True) -> tuple[list[tuple[str, str]], str]:
     """The columns worth showing and a sentence naming those left out: a column no row has a value for, or
     one that is 0 in every row, says nothing about any store ('' when every column is shown). A `<key>_ci`
-    column goes with a `<key>` column left out for being 0."""
+    column goes with a `<key>` column left out for being 0. `drop_zero=False` keeps columns of zeros (a table of
+    differences, where 0 is a finding)."""
     kept, empty, zero = [], [], []
     for key, label in columns:
         values = [r.get(key) for r in rows if r.get(key) is not None]
@@ -46,7 +48,8 @@ def shown_columns(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS)
             continue  # the interval of a figure that is 0 for every store goes with it
         if key != "name" and not values:
             empty.append(label)
-        elif key != "name" and all(isinstance(v, int | float) and not isinstance(v, bool) and v == 0 for v in values):
+        elif drop_zero and key != "name" and all(isinstance(v, int | float) and not isinstance(v, bool) and v == 0
+                                                 for v in values):
             zero.append(key)
         else:
             kept.append((key, label))
@@ -57,9 +60,9 @@ def shown_columns(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS)
     return kept, ("Columns left out (" + "; ".join(parts) + ").") if parts else ""
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS) -> str:
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS, drop_zero: bool = True) -> str:
     """The results table as Markdown (results.md, the console); columns left out are named below it."""
-    cols, left_out = shown_columns(rows, columns)
+    cols, left_out = shown_columns(rows, columns, drop_zero)
     head = "| " + " | ".join(label for _, label in cols) + " |"
     rule = "|" + "---|" * len(cols)
     body = ["| " + " | ".join(fmt(r.get(k)) for k, _ in cols) + " |" for r in rows]
@@ -84,14 +87,14 @@ def render_report(title: str, rows: Sequence[Mapping[str, Any]], plots: Sequence
     """The report page; a plot that does not exist is named as missing rather than failing the page.
 
     `findings` (sentences: what the run shows and cannot show) open the page; `tables` are further tables,
-    each {"title", "columns", "rows"}, shown after the main one."""
+    each {"title", "columns", "rows", "note"?}, shown after the main one (their columns of zeros kept)."""
     figures = []
     for p in map(Path, plots):
         data = base64.b64encode(p.read_bytes()).decode("ascii") if p.is_file() else ""
         figures.append({"name": p.name, "stem": p.stem, "data": data})
     cols, left_out = shown_columns(rows, columns)
-    more = [{"title": t["title"], "columns": shown_columns(t["rows"], t["columns"])[0], "rows": list(t["rows"]),
-             "note": t.get("note", "")} for t in tables]
+    more = [{"title": t["title"], "columns": shown_columns(t["rows"], t["columns"], drop_zero=False)[0],
+             "rows": list(t["rows"]), "note": t.get("note", "")} for t in tables]
     return _environment().get_template("report.html.j2").render(
         title=title, columns=cols, rows=list(rows), notes=[*([left_out] if left_out else []), *notes],
         plots=figures, extra=extra or {}, config=config or {}, findings=list(findings), tables=more)

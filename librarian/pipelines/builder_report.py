@@ -56,7 +56,8 @@ def results_markdown(findings: Sequence[str], rows: Sequence[Mapping[str, Any]],
     if rows:
         parts += ["", "## Exam", "", markdown_table(rows, COLUMNS)]
     if differences:
-        parts += ["", "## Paired differences of exam utility", "", markdown_table(differences, DIFFERENCE_COLUMNS)]
+        parts += ["", "## Paired differences of exam utility", "",
+                  markdown_table(differences, DIFFERENCE_COLUMNS, drop_zero=False)]
     return "\n".join(parts) + "\n"
 
 

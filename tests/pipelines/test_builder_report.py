@@ -109,3 +109,16 @@ def test_learning_curves_have_one_quantity_per_panel_and_mark_steps_without_sign
     assert list(gain.steps) == [0, 1, 2] and abs(gain.mean[0] - 0.015) < 1e-9 and gain.low[0] < 0.015 < gain.high[0]
     assert loss_name == "loss.png" and loss_kw["marks"] == {0: "no signal: loss 0"}
     assert (out / "learning_curve.png").stat().st_size > 0 and (out / "loss.png").stat().st_size > 0
+
+
+def test_a_table_of_differences_keeps_its_zeros_and_one_corpus_reads_right(tmp_path) -> None:
+    out = tmp_path / "one"
+    out.mkdir()
+    results = builder_results()
+    results["exam"]["corpora"] = {"c0": results["exam"]["corpora"]["c0"]}
+    for d in results["exam"]["differences"].values():
+        d.update(mean=0.0, ci=[0.0, 0.0])
+    write_outputs(out, results, _Tracker())
+    md = (out / "results.md").read_text(encoding="utf-8")
+    assert "| exam utility, a - b | difference | 95% CI | verdict |" in md
+    assert "- The trained builder built nothing: on the one exam corpus its store is the flat store itself" in md
