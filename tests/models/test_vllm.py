@@ -265,3 +265,43 @@ def test_constrained_samples_parse_and_carry_the_constrained_log_probs(vllm, hf)
     ours, theirs = vllm.generate(CONVS[:1], tools, greedy)[0][0], hf.generate(CONVS[:1], tools, greedy)[0][0]
     assert ours.token_ids == theirs.token_ids and ours.text == theirs.text
     assert max(abs(a - b) for a, b in zip(ours.logprobs, theirs.logprobs, strict=True)) <= TOL
+
+
+def test_vllm_builder_rollouts_under_a_published_adapter_match_the_learners_logprobs(vllm, hf):
+    """The fast rollout path kept honest: multi-turn builder episodes of a group, sampled by vLLM under the tools'
+    grammar with the learner's published LoRA adapter; the learner recomputes every generated token's log-prob
+    (packed segments, the grammar replayed) within 1e-3 of what vLLM recorded."""
+    from librarian.learner.batch import samples_from_trajectory
+    from librarian.models.hf import make_hf_backend
+    from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
+    from librarian.roles.builder_task import build_task
+    from librarian.workspace import Document, Workspace
+    from tests.learner.test_constrained_logprobs import _learner_logprobs
+
+    offset = load_base(vllm, hf) + 1
+    learner = Learner(make_hf_backend(str(vllm.folder), dtype=torch.float32).model,
+                      LearnerConfig(lr=5e-2, lora=LoraConfig(rank=4, alpha=8)), pad_id=hf.pad_id,
+                      tokenizer=hf.tokenizer)
+    learner.step(random_samples(4))  # an adapter that moves the policy away from the base weights
+    version, payload = learner.publish_weights()
+    assert vllm.load_weights(shifted(payload, offset)) == version + offset
+    docs = [Document(f"d{i}", f"Person {i} works as a baker in town {i}.", path=f"facts/d{i}") for i in range(4)]
+    role = librarian_builder(budget=3)
+    envs = [ToolEnv(role, ToolContext(ws), build_task(ws)) for ws in (Workspace.from_documents(docs) for _ in range(4))]
+    loop = LoopConfig(SamplingParams(max_new_tokens=96, temperature=1.0, seed=7), constrained=True,
+                      grammar_enums=(("sources", tuple(d.path for d in docs)),), tool_listing="signatures")
+    trajectories = run_episodes(envs, vllm, role, loop)
+    samples = [s for traj in trajectories for s in samples_from_trajectory(traj, {t.index: 1.0 for t in traj.turns})]
+    assert any(s.constraints for s in samples)
+    assert any(len(traj.turns) > 1 for traj in trajectories), "a multi-turn episode (packed segments) is checked"
+    learner.model.eval()
+    worst = 0.0
+    for sample, new in zip(samples, _learner_logprobs(learner, samples), strict=True):
+        old = torch.tensor([lp for lp, m in zip(sample.old_logprobs, sample.loss_mask, strict=True) if m])
+        assert old.shape == new.shape
+        worst = max(worst, float((old - new).abs().max()))
+    assert worst <= TOL, worst
+    with learner.model.disable_adapter():  # the control: the base weights give other log-probs for these tokens
+        base = _learner_logprobs(learner, samples)
+    assert max(float((torch.tensor([lp for lp, m in zip(s.old_logprobs, s.loss_mask, strict=True) if m]) - b)
+                     .abs().max()) for s, b in zip(samples, base, strict=True)) > 10 * TOL
