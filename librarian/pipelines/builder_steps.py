@@ -78,11 +78,13 @@ class BuilderTask:
         }
 
     def rows(self, scored: Scored, step: int) -> list[dict[str, Any]]:
-        """JSON-able rows of a step's builds with their per-turn rewards."""
+        """JSON-able rows of a step's builds with their per-turn rewards (`valid`: the turn parsed into calls with no
+        call error, what `valid_call_rate` counts)."""
         rows = []
         for r, w in zip(scored.records, scored.details, strict=True):
             turns = [{"index": t.index, "text": t.text, "observation": t.observation[:500], "actions": t.actions,
-                      "tokens": len(t.response_ids), "reward": w.turn_rewards[i]}
+                      "tokens": len(t.response_ids), "reward": w.turn_rewards[i],
+                      "valid": bool(t.calls) and not t.errors}
                      for i, t in enumerate(r.trajectory.turns)]
             rows.append({"step": step, "job": r.job_id, "corpus": r.corpus_id, "index": r.index,
                          "policy_version": r.policy_version, "end": r.trajectory.end, "initial_utility": w.initial,

@@ -1,0 +1,155 @@
+"""RL throughput: builds a minute of a GRPO step on the learning preset, today's settings against the fast ones.
+
+    python benchmarks/rl_throughput.py --out build/bench/rl_throughput [--steps 3] [key=value ...]
+
+Two `train_builder` runs of `configs/learning_builder.yaml` (SmolLM2-135M-Instruct with LoRA, tool calls under
+the grammar, probe rewards), one after the other in this process, the same seeds, no exam:
+
+- `baseline`: the preset as it is (the `hf` backend, one torch thread, a group of 4 builds a step); it runs the
+  preset's SFT warm start and saves it;
+- `fast`: the same task and warm start (`sft.init_from`, so both start from the same policy) with `FAST`: rollouts
+  on vLLM (`rollout.backend=vllm`: continuous batching, prefix caching of the shared system prompt and listing, the
+  grammar in vLLM's structured outputs), the learner on both cores (`rollout.torch_threads=2`, which the learner
+  actor takes too), one micro-batch per sequence (no padding) and a group of 16 builds generated in one batch.
+
+A step's time is its wall time from asking for its rollouts to the published update (`step_s`); the first step of
+each run is a warm-up (engine start-up costs, the first grammar compile) and is left out of the rates.
+OUT/results.json: `builds_per_minute`, `tokens_per_second_rollout`, `learner_seconds_per_step`,
+`probe_seconds_per_step` (the fast run) and the same as `baseline_*`, `speedup` (builds a minute, fast over
+baseline; target 4), and the policy's quality at step 0 in both runs, each with a 95% CI: `valid_call_rate` (per
+policy turn) and `success_rate` (builds whose reward is positive); `quality_same` when each pair of CIs overlaps.
+OUT/throughput.png compares the four figures. This measures the machinery's speed, not learning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from librarian.evaluation.metrics.bootstrap import bootstrap_ci  # noqa: E402
+
+DEFAULT_CONFIG = "configs/learning_builder.yaml"
+TARGET = 4.0
+COMMON = ["exam.enabled=false", "checkpoint_every=0"]
+FAST = ["rollout.backend=vllm",
+        "rollout.options={model: smollm2, enable_lora: true, max_lora_rank: 16, max_model_len: 4096, env: {OMP_NUM_THREADS: '2'}}",
+        "rollout.torch_threads=2", "learner.max_tokens_per_micro_batch=1", "learner.group_size=16"]
+
+
+def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
+    from librarian.config import load_config
+    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.train_builder import check, run
+
+    cfg = load_config(TrainBuilderConfig, [*overrides, f"out_dir={out}"], config_file=config)
+    check(cfg)
+    return run(cfg)
+
+
+def read_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """Every build of a run (trajectories.jsonl rows)."""
+    with (run_dir / "trajectories.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def rates(history: list[dict[str, float]], rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Builds a minute, rollout tokens a second, learner and probe seconds a step, over the steps after the first."""
+    steady = history[1:] or history
+    steps = {int(h["step"]) for h in steady}
+    builds = [r for r in rows if int(r["step"]) in steps]
+    tokens = sum(t.get("tokens", 0) for r in builds for t in r["turns"])
+    wall = sum(h["step_s"] for h in steady)
+    return {"builds_per_minute": 60.0 * len(builds) / wall,
+            "tokens_per_second_rollout": tokens / sum(h["rollout_s"] for h in steady),
+            "learner_seconds_per_step": statistics.fmean(h["update_s"] for h in steady),
+            "probe_seconds_per_step": statistics.fmean(h["reward_s"] for h in steady),
+            "step_seconds": statistics.fmean(h["step_s"] for h in steady),
+            "builds_per_step": len(builds) / len(steady), "steps_measured": float(len(steady))}
+
+
+def step0_quality(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The policy at step 0: valid-call rate over its turns and success rate over its builds, with 95% CIs."""
+    first = [r for r in rows if int(r["step"]) == 0]
+    valid = [float(t["valid"]) for r in first for t in r["turns"] if t.get("tokens", 0)]
+    success = [float(sum(t["reward"] for t in r["turns"]) > 0) for r in first]
+    out: dict[str, Any] = {"builds": len(first)}
+    for name, values in (("valid_call_rate", valid), ("success_rate", success)):
+        ci = bootstrap_ci(values, seed=0)
+        out[name], out[f"{name}_ci"] = ci.point, ci.as_list()
+    return out
+
+
+def overlap(a: list[float], b: list[float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def plot(path: Path, fast: dict[str, float], base: dict[str, float]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = ["builds_per_minute", "tokens_per_second_rollout", "learner_seconds_per_step", "probe_seconds_per_step"]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.4))
+    for ax, key in zip(axes, keys, strict=True):
+        ax.bar(["baseline", "fast"], [base[key], fast[key]], color=["#999999", "#3366cc"])
+        ax.set_title(key.replace("_", " "), fontsize=9)
+    fig.suptitle(f"RL step throughput, learning preset: {fast['builds_per_minute'] / base['builds_per_minute']:.1f}x "
+                 "builds a minute (steps after the first)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--config", default=DEFAULT_CONFIG)
+    ap.add_argument("--steps", type=int, default=3, help="GRPO steps a run (the first is a warm-up)")
+    ap.add_argument("overrides", nargs="*", help="key=value overrides for both runs")
+    args = ap.parse_args(argv)
+    if args.steps < 2:
+        raise SystemExit("--steps must be at least 2 (the first step is a warm-up)")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    common = [*COMMON, f"steps={args.steps}", *args.overrides]
+    started = time.perf_counter()
+    base = run_pipeline(args.config, out / "baseline", common)
+    warm = out / "baseline" / "checkpoints" / "sft"
+    fast = run_pipeline(args.config, out / "fast", [*common, *FAST, *([f"sft.init_from={warm}"] if warm.exists()
+                                                                      else [])])
+    base_rows, fast_rows = read_rows(out / "baseline"), read_rows(out / "fast")
+    base_rates, fast_rates = rates(base["history"], base_rows), rates(fast["history"], fast_rows)
+    q_base, q_fast = step0_quality(base_rows), step0_quality(fast_rows)
+    results: dict[str, Any] = {
+        "config": args.config, "steps": args.steps, "overrides": args.overrides, "fast_overrides": FAST,
+        **fast_rates, **{f"baseline_{k}": v for k, v in base_rates.items()},
+        "speedup": fast_rates["builds_per_minute"] / base_rates["builds_per_minute"], "target": TARGET,
+        "step0": q_fast, "baseline_step0": q_base,
+        "quality_same": all(overlap(q_fast[f"{k}_ci"], q_base[f"{k}_ci"]) for k in ("valid_call_rate",
+                                                                                      "success_rate")),
+        "wall_s": time.perf_counter() - started, "load_average": os.getloadavg(),
+        "runs": {"baseline": str(out / "baseline"), "fast": str(out / "fast")},
+    }
+    results["met"] = results["speedup"] >= TARGET and results["quality_same"]
+    (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
+    plot(out / "throughput.png", fast_rates, base_rates)
+    print(json.dumps({k: v for k, v in results.items() if k != "runs"}, indent=2))
+    print(f"wrote {out / 'results.json'} and {out / 'throughput.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
