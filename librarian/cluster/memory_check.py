@@ -27,6 +27,7 @@ from librarian.cluster.plan_memory import (
     engine_memory,
     learner_memory,
     micro_batch_tokens,
+    resolve,
 )
 from librarian.config import ConfigError
 
@@ -208,7 +209,6 @@ def learner_gpu(learner: Any, ray_address: str) -> tuple[float, str]:
 def check_learner(learner: Any, model: str, max_len: int, ray_address: str, engine: dict | None = None) -> None:
     """Refuse, with a `ConfigError` naming the keys and the figures, a GPU learner that cannot fit its GPU (with
     the colocated engine's share when `engine` is given). A model whose shape is unknown here is not checked."""
-    from librarian.cluster.plan_memory import resolve
 
     if not str(learner.device).startswith("cuda"):
         return
