@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.faults import CrashPlan
-from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.weight_sync import (
     BroadcastEndpoint,
     WeightSyncError,

@@ -26,7 +26,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
-from librarian.cluster.hints import HintReference
+from librarian.cluster.builder_hints import HintReference
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian.cluster.hints import HintReference, builder_hint, consolidated_sources
+from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.rewards.construction import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -10,7 +10,7 @@ from itertools import zip_longest
 
 import pytest
 
-from librarian.cluster.hints import HintReference, builder_hint
+from librarian.cluster.builder_hints import HintReference, builder_hint
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_tasks import memorygym_task
 from librarian.models.scripted import ScriptedBackend
