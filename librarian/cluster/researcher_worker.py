@@ -44,7 +44,7 @@ from typing import Any
 
 from librarian.cluster.rollout_worker import BuilderRolloutWorker, RolloutConfig, TeacherBackend
 from librarian.config import ConfigError
-from librarian.roles.hints import HintInput
+from librarian.roles.researcher_hints import HintedEnv, HintInput, HintSchedule, scripted_hint
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,6 @@ class ResearcherRolloutWorker(BuilderRolloutWorker):
     def run(self, job: ResearchJob, box: list | None = None) -> list[ResearchRecord]:  # type: ignore[override]
         """Research the job's question `group_size` times; one record per episode, in group order."""
         from librarian.roles.definitions import jam_researcher
-        from librarian.roles.hints import HintedEnv, HintSchedule, scripted_hint
         from librarian.roles.researcher import ResearchEnv
         from librarian.roles.researcher_tools import finalized
 

@@ -19,7 +19,7 @@ from librarian.rewards.exploration import answer_in_context, judge_exploration, 
 from librarian.rewards.source_recall import source_recall
 from librarian.rl.samples import valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation
-from librarian.roles.hints import HintInput
+from librarian.roles.researcher_hints import HintInput
 
 
 @dataclass(frozen=True, slots=True)

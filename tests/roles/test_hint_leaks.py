@@ -17,7 +17,7 @@ from librarian.models.scripted import ScriptedBackend
 from librarian.pipelines.builder_config import DataConfig
 from librarian.pipelines.researcher_config import ResearcherDataConfig
 from librarian.pipelines.researcher_steps import hint_input
-from librarian.roles.hints import HintInput, LLMHinter, scripted_hint
+from librarian.roles.researcher_hints import HintInput, LLMHinter, scripted_hint
 
 
 def leaks(hint: str | None, secrets) -> list[str]:

@@ -9,8 +9,15 @@ from librarian.models.scripted import ScriptedBackend, first_hit_reader, tool_ca
 from librarian.rewards.judge import LLMJudge, parse_verdict
 from librarian.roles import LoopConfig, ToolEnv, kbgym_reader, run_episode
 from librarian.roles.compactor import SUMMARY_HEAD, ExtractiveCompactor, LLMCompactor
-from librarian.roles.hints import HintedEnv, HintInput, HintSchedule, LLMHinter, redact, scripted_hint
 from librarian.roles.judge import BackendJudge, JudgeItem, backend_generate
+from librarian.roles.researcher_hints import (
+    HintedEnv,
+    HintInput,
+    HintSchedule,
+    LLMHinter,
+    redact,
+    scripted_hint,
+)
 
 
 def _grader(messages, tools):
