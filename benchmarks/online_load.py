@@ -42,6 +42,9 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 
+from librarian.online.versions import VersionStore
+from librarian.online.workspace import load_index
+
 ROOT = Path(__file__).resolve().parents[1]
 PORT_LINE = re.compile(r"API on http://127\.0\.0\.1:(\d+)/docs")
 
@@ -115,8 +118,6 @@ def recompute(ws: Path, answers: list[dict]) -> dict[str, Any]:
     from librarian.app.ask import AskConfig, answer
     from librarian.app.corpus import AskItem
     from librarian.app.workspace_dir import OpenedWorkspace
-    from librarian.pipelines.online_versions import VersionStore
-    from librarian.pipelines.online_workspace import load_index
 
     store = VersionStore(ws)
     by_version: dict[int, list[dict]] = {}
@@ -166,8 +167,6 @@ def run(out: Path, clients: int = 8, duration: float = 120.0, every: float = 2.0
     curations = pq.read_table(ws / "online" / "curations").to_pylist() if (ws / "online" / "curations").is_dir() else []
     swaps = sorted(r["at"] for r in curations if r["decision"] == "swapped" and started <= r["at"] <= started + elapsed)
     check = recompute(ws, answers)
-    from librarian.pipelines.online_versions import VersionStore
-
     store = VersionStore(ws)
     saved = {v: store.info(v).get("snapshot_hash") for v in store.numbers()}
     latencies = sorted(a["latency_s"] for a in answers)

@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "librarian"
 RANK = {
     "config": 0, "workspace": 0, "redact": 0,
     "datasets": 1, "search": 1, "models": 1, "tracking": 1,
-    "roles": 2, "rewards": 3, "learner": 4, "evaluation": 5, "cluster": 6, "rl": 7, "pipelines": 8, "app": 9,
-    "cli": 10,
+    "roles": 2, "rewards": 3, "learner": 4, "evaluation": 5, "cluster": 6, "rl": 7, "online": 7, "pipelines": 8,
+    "app": 9, "cli": 10,
 }
 
 
@@ -51,6 +51,13 @@ def test_every_part_has_a_rank():
 
 def test_no_lower_layer_imports_a_higher_one():
     assert violations(sorted(PACKAGE.rglob("*.py"))) == []
+
+
+def test_app_never_imports_a_pipeline():
+    """The user-facing tools use library code (`online`, ...) only, never a pipeline's module."""
+    app = sorted((PACKAGE / "app").rglob("*.py"))
+    assert app and [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in app for dst, line in sorted(imported_parts(p))
+                    if dst == "pipelines"] == []
 
 
 def test_the_checker_catches_an_upward_import(tmp_path):

@@ -28,8 +28,8 @@ from librarian.app.corpus import AskItem, InputError
 from librarian.app.service import NotFound, SaveError, ServiceError, WorkspaceService
 from librarian.app.traffic_log import TrafficLog, UnknownRequest
 from librarian.app.workspace_dir import OpenedWorkspace, read_manifest
-from librarian.pipelines.online_curation import CurationConfig, Logged, Reasked, Served, held_back
-from librarian.pipelines.online_workspace import OnlineWorkspace, RoundReport, consumed_questions
+from librarian.online.curation import CurationConfig, Logged, Reasked, Served, held_back
+from librarian.online.workspace import OnlineWorkspace, RoundReport, consumed_questions
 
 log = logging.getLogger("librarian.serve.curate")
 ASK_SCHEMA = {"description": "Answer a question with the served reader, on the current version; the result names the "

@@ -14,8 +14,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from librarian.pipelines.online_versions import VersionStore
-from librarian.pipelines.online_workspace import rollback_folder
+from librarian.online.versions import VersionStore
+from librarian.online.workspace import rollback_folder
 from librarian.workspace.errors import WorkspaceError
 
 

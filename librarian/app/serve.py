@@ -33,6 +33,8 @@ from typing import Any
 from librarian.app.corpus import InputError
 from librarian.app.service import ServiceError, WorkspaceService
 from librarian.app.workspace_dir import open_workspace
+from librarian.online.curation import CurationConfig
+from librarian.online.policy import PolicyConfig
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 
 
@@ -143,8 +145,6 @@ def curate_options(args: argparse.Namespace) -> Any:
     from librarian.app.online_serve import CurateOptions
     from librarian.config import ConfigError
     from librarian.datasets.records import METRICS
-    from librarian.pipelines.online_curation import CurationConfig
-    from librarian.pipelines.train_curator import PolicyConfig
 
     if args.write:
         raise InputError("--curate and --write exclude each other: curation writes new versions, never the served one")

@@ -1,7 +1,7 @@
 """The traffic log of `serve --curate`: every question answered, and the feedback on answers.
 
 Two append-only Parquet logs beside the workspace (`W/online/traffic/asks/`
-and `.../feedback/`, see `pipelines.online_log.PartLog`). `record_ask`
+and `.../feedback/`, see `online.log.PartLog`). `record_ask`
 returns only once the row is on disk: concurrent requests are written
 together (group commit: whoever finds the queue unwritten writes it all as
 one part; the others find theirs done), so an answer a client received is
@@ -25,8 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from librarian.pipelines.online_curation import Logged, trajectory_of
-from librarian.pipelines.online_log import PartLog
+from librarian.online.curation import Logged, trajectory_of
+from librarian.online.log import PartLog
 
 TRAFFIC = "traffic"
 ASK_SCHEMA = pa.schema([

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from librarian.online.versions import VersionStore
 from librarian.workspace import SnapshotView, Workspace, codec
 from librarian.workspace.errors import WorkspaceError
 
@@ -94,8 +95,6 @@ def open_workspace(target: str | Path, writable: bool = False, with_index: bool 
     manifest = read_manifest(folder) if folder is not None else {}
     version = 0
     if Path(target).is_dir():  # a folder curated online opens at the version its HEAD names
-        from librarian.pipelines.online_versions import VersionStore
-
         store = VersionStore(target)
         version = store.head()
         if version and writable:

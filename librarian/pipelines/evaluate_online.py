@@ -37,8 +37,10 @@ from typing import Any
 
 from librarian.config import ConfigError, to_plain, write_config
 from librarian.datasets.records import DatasetError, Question
+from librarian.online.curation import Logged, Reask, Reasked, Served, held_back
+from librarian.online.policy import loop_config, make_policy
+from librarian.online.workspace import OnlineWorkspace
 from librarian.pipelines.online_config import EvaluateOnlineConfig, check
-from librarian.pipelines.online_curation import Logged, Reask, Reasked, Served, held_back
 from librarian.redact import redact
 
 log = logging.getLogger("librarian.evaluate_online")
@@ -72,7 +74,6 @@ class Reader:
     """The served reader: a role and a backend answering questions on one version."""
 
     def __init__(self, cfg: EvaluateOnlineConfig, scripted: str) -> None:
-        from librarian.pipelines.train_curator import loop_config, make_policy
         from librarian.roles import kbgym_reader
 
         self.role = kbgym_reader(budget=cfg.reader_budget,
@@ -140,7 +141,6 @@ def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     from librarian.datasets import flat_documents
     from librarian.datasets.source import load_source
     from librarian.pipelines.online_report import compare, crossover, plot, windows
-    from librarian.pipelines.online_workspace import OnlineWorkspace
     from librarian.rewards.scoring import score_answer
 
     check(cfg)

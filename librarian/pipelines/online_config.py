@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from librarian.config import ConfigError
 from librarian.datasets.records import DatasetError
 from librarian.datasets.source import SPLITS, DataConfig
-from librarian.pipelines.online_curation import CurationConfig
-from librarian.pipelines.train_curator import PolicyConfig
+from librarian.online.curation import CurationConfig
+from librarian.online.policy import PolicyConfig
 from librarian.search.factory import SearchConfig
 
 FEEDBACK = ("gold", "verdict", "none")

@@ -40,23 +40,12 @@ from librarian.config import ConfigError, to_plain, write_config
 from librarian.datasets.records import DatasetError
 from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
+from librarian.online.policy import PolicyConfig, loop_config, make_policy
 from librarian.redact import redact
 from librarian.search.factory import SearchConfig
 
 log = logging.getLogger("librarian.train_curator")
 EXAM_SPLITS = ("trained", "test_in", "test_out", "eval")
-
-
-@dataclass
-class PolicyConfig:
-    """A policy: a backend by name with its options, and sampling. backend 'reader' reuses the reader's."""
-
-    backend: str = "scripted"  # scripted | hf | openai | vllm | reader
-    options: dict = field(default_factory=dict)  # e.g. {policy: kbgym_reader} or {model: smollm2}
-    max_new_tokens: int = 256
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
 
 
 @dataclass
@@ -91,29 +80,6 @@ class TrainCuratorConfig:
     save_trajectories: bool = True
     experiment: str = ""  # MLflow experiment ('': $MLFLOW_EXPERIMENT_NAME, else train_curator)
     tracking_uri: str = ""  # MLflow store ('': $MLFLOW_TRACKING_URI, else a local store under out_dir)
-
-
-def make_policy(cfg: PolicyConfig, scripted: str, reader: Any = None) -> Any:
-    """The backend a policy config names (`reader` reuses an already built one; `scripted` is the
-    scripted policy used when the config names none)."""
-    from librarian.models import make_backend
-
-    if cfg.backend == "reader":
-        if reader is None:
-            raise ConfigError("backend 'reader' reuses the reader's backend, which is not built yet")
-        return reader
-    options = dict(cfg.options)
-    if cfg.backend == "scripted":
-        options.setdefault("policy", scripted)
-    return make_backend(cfg.backend, **options)
-
-
-def loop_config(cfg: PolicyConfig) -> Any:
-    from librarian.models import SamplingParams
-    from librarian.roles import LoopConfig
-
-    return LoopConfig(params=SamplingParams(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                                            top_p=cfg.top_p, seed=cfg.seed))
 
 
 def run(cfg: TrainCuratorConfig) -> dict[str, Any]:

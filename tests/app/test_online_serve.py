@@ -25,7 +25,7 @@ from librarian.app.service import WorkspaceService
 from librarian.app.workspace_dir import open_workspace
 from librarian.datasets.records import read_parquet as read_bundle
 from librarian.models.scripted import ScriptedBackend, task_question, tool_call_text
-from librarian.pipelines.online_curation import CurationConfig, held_back
+from librarian.online.curation import CurationConfig, held_back
 from librarian.workspace import codec, replay
 
 

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from librarian.app.traffic_log import GroupCommit
-from librarian.pipelines.online_log import LogFormatError, PartLog
-from librarian.pipelines.online_versions import VersionStore
+from librarian.online.log import LogFormatError, PartLog
+from librarian.online.versions import VersionStore
 from librarian.workspace import Add, Document, Workspace, codec, replay, write_trace
 from librarian.workspace.errors import WorkspaceError
 

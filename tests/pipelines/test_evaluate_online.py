@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from librarian.config import ConfigError, load_config
+from librarian.online.versions import VersionStore
 from librarian.pipelines.evaluate_online import evaluate, main, run
 from librarian.pipelines.online_config import EvaluateOnlineConfig, check
-from librarian.pipelines.online_versions import VersionStore
 from librarian.workspace import codec as wcodec
 from librarian.workspace import read_trace, replay
 

@@ -3,8 +3,8 @@
 `OnlineWorkspace.current` is the version being served (a `Served`: its
 workspace, index and lock). A reader takes it once and answers on it to the
 end, so a swap never changes what a reader in flight sees. `curate` runs a
-round (`online_curation`) on a copy of the current version; a candidate that
-passes the check is written as a new version (`online_versions`), HEAD moves
+round (`online.curation`) on a copy of the current version; a candidate that
+passes the check is written as a new version (`online.versions`), HEAD moves
 to it, and only then does `current` point at it: one assignment, so no reader
 ever sees a half-applied version. Every round, swapped or not, is a row of
 the curation log (`online/curations/`): its decision and the reason.
@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from librarian.pipelines.online_curation import (
+from librarian.online.curation import (
     CurationConfig,
     Logged,
     Reask,
@@ -36,8 +36,8 @@ from librarian.pipelines.online_curation import (
     judge_candidate,
     make_curator,
 )
-from librarian.pipelines.online_log import PartLog
-from librarian.pipelines.online_versions import VersionStore
+from librarian.online.log import PartLog
+from librarian.online.versions import VersionStore
 
 log = logging.getLogger("librarian.online")
 CURATIONS = "curations"

@@ -28,7 +28,7 @@ from typing import Any
 
 from librarian.config import ConfigError
 from librarian.datasets.scoring import score
-from librarian.pipelines.train_curator import PolicyConfig
+from librarian.online.policy import PolicyConfig, loop_config, make_policy
 from librarian.roles.trajectory import Trajectory, TurnRecord
 from librarian.workspace import Workspace
 
@@ -158,15 +158,12 @@ class Candidate:
 
 def make_curator(cfg: CurationConfig) -> Any:
     """The curator's backend (a scripted one plays the role's scripted policy unless it names another)."""
-    from librarian.pipelines.train_curator import make_policy
-
     return make_policy(cfg.curator, "kbgym_curator" if cfg.role == "kbgym_curator" else "librarian_builder")
 
 
 def build_candidate(base: Served, items: Sequence[Logged], cfg: CurationConfig, curator: Any,
                     load_index: Callable[[], Any]) -> Candidate:
     """Curate a copy of `base` over `items`; `load_index()` gives a fresh copy of `base`'s index."""
-    from librarian.pipelines.train_curator import loop_config
     from librarian.roles import ToolContext, ToolEnv, kbgym_curator, librarian_builder, run_episode
     from librarian.roles.builder_task import build_task
     from librarian.roles.kbgym_passes import backward_task, curation_task
