@@ -3,7 +3,7 @@ paper 000's utility and telescoping construction rewards with the probe schedule
 paper 002's source recall. Pure functions, except the judge's cache."""
 
 from librarian.rewards.abstention import AbstentionStats, abstains, abstention_score, abstention_stats
-from librarian.rewards.judge import DEFAULT_TEMPLATE, JudgeCache, JudgeError, LLMJudge, parse_verdict
+from librarian.rewards.llm_judge import DEFAULT_TEMPLATE, JudgeCache, JudgeError, LLMJudge, parse_verdict
 from librarian.rewards.probes import ProbeSchedule, held_potentials, probe_rewards
 from librarian.rewards.scoring import AnswerScore, ScoringError, answer_scores, hotpot_em_f1, score_answer
 from librarian.rewards.source_recall import source_precision, source_recall

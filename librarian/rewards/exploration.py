@@ -11,7 +11,7 @@ is sound (`judge_exploration`, a pure function of the tool calls made before
 - it says something: the context is non-empty.
 
 `LLMExplorationJudge` asks any `(prompt) -> text` model the same question
-through `librarian.rewards.judge.LLMJudge` (its verdict parsing and cache).
+through `librarian.rewards.llm_judge.LLMJudge` (its verdict parsing and cache).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.rewards.judge import LLMJudge
+from librarian.rewards.llm_judge import LLMJudge
 
 EXPLORE = ("search", "open")
 INSPECT = ("open", "browse")

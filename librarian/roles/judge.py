@@ -1,11 +1,11 @@
 """The judge role: semantic correctness of a response against gold answers, through any policy backend.
 
 `backend_generate(backend)` turns a `PolicyBackend` into the `(prompt) ->
-text` callable that `librarian.rewards.judge.LLMJudge` takes (one user turn,
+text` callable that `librarian.rewards.llm_judge.LLMJudge` takes (one user turn,
 greedy). `BackendJudge` grades many responses in one batched `generate`
 call and parses each reply with a verdict parser; the default is the
 official `correct: yes|no` parser of `datasets.scoring`, and callers in
-the rewards layer pass the more lenient `rewards.judge.parse_verdict`
+the rewards layer pass the more lenient `rewards.llm_judge.parse_verdict`
 (this layer does not import rewards). A reply with no verdict is retried
 once, then counted as None.
 """
