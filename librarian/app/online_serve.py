@@ -30,6 +30,7 @@ from librarian.app.traffic_log import TrafficLog, UnknownRequest
 from librarian.app.workspace_dir import OpenedWorkspace, read_manifest
 from librarian.online.curation import CurationConfig, Logged, Reasked, Served, held_back
 from librarian.online.workspace import OnlineWorkspace, RoundReport, consumed_questions
+from librarian.roles.backend_judge import BackendJudge, JudgeItem
 
 log = logging.getLogger("librarian.serve.curate")
 ASK_SCHEMA = {"description": "Answer a question with the served reader, on the current version; the result names the "
@@ -61,7 +62,6 @@ class CurateOptions:
 
 def evidence_judge(backend: Any) -> Callable[[Sequence[Logged]], list[bool | None]]:
     """A judge for answers nobody gave feedback on: is the answer what the passages the reader read say?"""
-    from librarian.roles.judge import BackendJudge, JudgeItem
 
     judge = BackendJudge(backend)
 
