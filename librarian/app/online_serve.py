@@ -61,7 +61,7 @@ class CurateOptions:
 
 
 def evidence_judge(backend: Any) -> Callable[[Sequence[Logged]], list[bool | None]]:
-    """A judge for answers nobody gave feedback on: is the answer what read the passages the reader read say?"""
+    """A judge for answers nobody gave feedback on: is the answer what the passages the reader read say?"""
     judge = BackendJudge(backend)
 
     def verdicts(items: Sequence[Logged]) -> list[bool | None]:
