@@ -1,6 +1,7 @@
 """The workspace: nodes, typed ops, the trace and replay, the Arrow codec, and agent views."""
 
 from librarian.workspace import codec, views
+from librarian.workspace.change_set import OpResult
 from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 from librarian.workspace.nodes import ChangeSet, Document, Node, NodeSource, SnapshotMeta
@@ -19,7 +20,6 @@ from librarian.workspace.ops import (
     Unlink,
     op_from_dict,
 )
-from librarian.workspace.plan import OpResult
 from librarian.workspace.snapshot_view import SnapshotView
 from librarian.workspace.store import Workspace
 from librarian.workspace.trace import TraceEntry, read_trace, replay, write_trace

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from librarian.workspace.change_set import OpResult, Plan
 from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
 from librarian.workspace.errors import WorkspaceError
 from librarian.workspace.nodes import Node
@@ -24,7 +25,6 @@ from librarian.workspace.ops import (
     Unlink,
 )
 from librarian.workspace.paths import normalize_file_path, validate_id
-from librarian.workspace.plan import OpResult, Plan
 
 Verdicts = tuple[DedupVerdict, ...] | None
 

@@ -8,6 +8,7 @@ from typing import Literal
 
 import pyarrow as pa
 
+from librarian.workspace.change_set import OpResult, Plan
 from librarian.workspace.codec import SnapshotEncoder, content_hash
 from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
 from librarian.workspace.errors import WorkspaceError
@@ -15,7 +16,6 @@ from librarian.workspace.handlers import PLANNERS
 from librarian.workspace.nodes import NODE_KINDS, ChangeSet, Document, Node, SnapshotMeta
 from librarian.workspace.ops import Op, op_from_dict
 from librarian.workspace.paths import ancestors, normalize_file_path, parent_of, validate_id
-from librarian.workspace.plan import OpResult, Plan
 from librarian.workspace.trace import TraceEntry
 
 
