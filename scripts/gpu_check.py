@@ -15,7 +15,7 @@ One line per check, `PASS|FAIL|SKIP name  figure <= threshold; ...`, in this ord
   logprob_chunked_bf16  the same under precision bf16 (looser thresholds: one bf16 rounding of a logit)
   memory_7b_lora_16k    Qwen2-7B shape cut to 2 layers, LoRA, gradient checkpointing, bf16, a 16k-token
                         micro-batch: torch.cuda.max_memory_allocated against `librarian plan`'s estimate
-                        (plan_memory.learner_memory without its fixed runtime), ratio within 1 +- 0.25
+                        (memory_estimate.learner_memory without its fixed runtime), ratio within 1 +- 0.25
   bf16_optimizer_step   full weights, lr 1e-6: float32 masters, bf16 autocast, every tensor moved
   nccl_packed_weights   torch.cuda.nccl on one rank: init, all-reduce and broadcast of the packed weight
                         buffers the NCCL sender uses; every tensor unpacks bit for bit

@@ -20,9 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from librarian.planning.memory_estimate import (
+    KNOWN,
+    ModelShape,
+    from_config,
+    learner_memory,
+    micro_batch_tokens,
+)
 
 import librarian
-from librarian.cluster.plan_memory import KNOWN, ModelShape, from_config, learner_memory, micro_batch_tokens
 from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample, collate, constraints
 from librarian.learner.losses import token_logprobs
 from librarian.learner.weights import full_weights, full_weights_meta

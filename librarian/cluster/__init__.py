@@ -1,8 +1,7 @@
 """Ray actors and pools: answerer probe workers, builder rollout workers, the learner (group).
 
 Importing this package imports nothing else: `ProbePool`, `ProbeError` and `init_ray` are loaded from
-`probe_pool` on first use, so a module here that needs neither Ray nor the evaluation stack (the memory
-estimates in `plan_memory`, which `scripts/gpu_check.py` calls on a bare GPU machine) imports on its own.
+`probe_pool` on first use, so a module here that needs neither Ray nor the evaluation stack imports on its own.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ and `base`, is `librarian ablate`). Its config class is built with `load_config`
 <pipeline>` builds it: an unknown key (with the closest valid one), a bad value or an inconsistent setting is
 one line on stderr, naming the pipeline, and exit 2, before anything is placed. A sweep validates every cell,
 as `librarian ablate` does, and plans the first. The validated config, every default filled in, is what
-`librarian.cluster.plan` places and budgets; the report names the pipeline it assumed.
+`librarian.planning.job_plan` places and budgets; the report names the pipeline it assumed.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from librarian.cluster.plan import DEFAULT_CLUSTERS, default_clusters, plan, render
-from librarian.cluster.plan_infra import load_cluster
 from librarian.config import ConfigError, describe, load_config, split_args, to_plain
 from librarian.pipelines.ablate_config import PIPELINES, AblateConfig
+from librarian.planning.cluster_file import load_cluster
+from librarian.planning.job_plan import DEFAULT_CLUSTERS, default_clusters, plan, render
 
 
 @dataclass

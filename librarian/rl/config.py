@@ -7,7 +7,7 @@ its own sections and adding the rest (data, rewards, evaluation). Every
 section checks its own fields in `__post_init__` and `RLConfig.check` the
 settings that span sections, so `load_config` (which builds the dataclasses)
 fails on a bad estimator name or temperature before Ray starts. A GPU learner
-is also checked against its GPU's memory (`cluster.memory_check`, the estimate
+is also checked against its GPU's memory (`planning.memory_check`, the estimate
 `librarian plan` prints), and a colocated layout (`rollout.colocate`) against
 what sharing one GPU needs.
 """
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from librarian.cluster.memory_check import check_learner
 from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.cluster.topology import RayConfig, Resources, check_engine_gpus, check_engine_start
 from librarian.cluster.topology import check as check_topology
 from librarian.config import ConfigError
 from librarian.learner.config import LearnerConfig
+from librarian.planning.memory_check import check_learner
 
 STALE = ("drop", "keep")
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from librarian.planning.cluster_file import load_cluster
+from librarian.planning.job_plan import plan
 
-from librarian.cluster.plan import plan
-from librarian.cluster.plan_infra import load_cluster
 from librarian.config import ConfigError, load_config
 from librarian.pipelines.plan_job import load_job
 
@@ -103,8 +103,9 @@ def test_what_a_shared_gpu_cannot_run_is_refused_when_the_config_loads(overrides
 def test_the_one_gpu_preset_loads_and_names_only_real_engine_options():
     import inspect
 
-    from librarian.models.vllm_backend import VLLMBackend
     from librarian.pipelines.builder_config import TrainBuilderConfig
+
+    from librarian.models.vllm_backend import VLLMBackend
 
     cfg = load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU])
     accepted = set(inspect.signature(VLLMBackend.__init__).parameters) - {"self"}

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+from librarian.planning.memory_check import fit
+from librarian.planning.memory_estimate import GIB, KNOWN, learner_memory
 
-from librarian.cluster.memory_check import fit
-from librarian.cluster.plan_memory import GIB, KNOWN, learner_memory
 from librarian.config import ConfigError, load_config
 from librarian.learner import LearnerConfig, LoraConfig
 from librarian.learner.config import DeepSpeedConfig

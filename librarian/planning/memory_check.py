@@ -2,7 +2,7 @@
 
 One verdict for `librarian plan` (which knows the cluster's GPUs) and for `RLConfig.check` (which refuses a GPU
 job before Ray starts, against `learner.gpu_memory_gib`, this machine's GPU, or the largest GPU the estimate
-knows). The figures are `plan_memory`'s. A colocated GPU is budgeted in its two phases: while the engine
+knows). The figures are `memory_estimate`'s. A colocated GPU is budgeted in its two phases: while the engine
 samples it holds its `gpu_memory_utilization` share next to the learner's resident part (weights, gradients,
 optimizer states, reference, runtime); while the learner updates, the learner's peak sits next to a sleeping
 engine's CUDA context. A problem lists only the changes that make the estimate fit (each tried on a copy of the
@@ -18,8 +18,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.cluster.plan_infra import GPU_MIB
-from librarian.cluster.plan_memory import (
+from librarian.planning.cluster_file import GPU_MIB
+from librarian.planning.memory_estimate import (
     VLLM_RUNTIME_GIB,
     EngineMemory,
     LearnerMemory,
@@ -29,6 +29,7 @@ from librarian.cluster.plan_memory import (
     micro_batch_tokens,
     resolve,
 )
+
 from librarian.config import ConfigError
 
 ASLEEP_GIB = VLLM_RUNTIME_GIB  # a sleeping engine keeps its CUDA context; weights offloaded or dropped, no KV cache

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.cluster.plan_infra import Cluster, NodeType
+from librarian.planning.cluster_file import Cluster, NodeType
 
 
 @dataclass

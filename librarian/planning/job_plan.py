@@ -2,9 +2,9 @@
 nothing. `librarian plan` (`librarian.pipelines.plan_job`) validates the job's config as its pipeline does and
 hands the result here, as plain data with every default filled in.
 
-`plan(job, cluster)` reads the cluster file's node types (`plan_infra`), places every actor the job starts
-(learner ranks, rollout engines with their tensor-parallel size, probe workers; `plan_place`), and estimates
-each GPU's memory (`plan_memory`, `memory_check`). The report holds where everything lands, the GPUs left idle,
+`plan(job, cluster)` reads the cluster file's node types (`cluster_file`), places every actor the job starts
+(learner ranks, rollout engines with their tensor-parallel size, probe workers; `placement`), and estimates
+each GPU's memory (`memory_estimate`, `memory_check`). The report holds where everything lands, the GPUs left idle,
 and per GPU the learner's and each vLLM engine's memory, and names every problem: an actor no node can take,
 an engine's GPUs not matching its tensor-parallel size, a vLLM actor without a GPU of its own, memory that
 does not fit (with only the changes that would make it fit), an image without vLLM, checkpoints without a
@@ -19,12 +19,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from librarian.planning.cluster_file import Cluster
+from librarian.planning.memory_check import fit, problem
+from librarian.planning.memory_estimate import ModelShape, engine_memory, resolve
+from librarian.planning.placement import Actor, Placement, Scheduler
 from omegaconf import OmegaConf
 
-from librarian.cluster.memory_check import fit, problem
-from librarian.cluster.plan_infra import Cluster
-from librarian.cluster.plan_memory import ModelShape, engine_memory, resolve
-from librarian.cluster.plan_place import Actor, Placement, Scheduler
 from librarian.cluster.topology import COLOCATED_SHARE
 from librarian.config import ConfigError
 

@@ -9,9 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from librarian.planning.cluster_file import load_cluster
+from librarian.planning.job_plan import plan
 
-from librarian.cluster.plan import plan
-from librarian.cluster.plan_infra import load_cluster
 from librarian.pipelines.plan_job import guess, load_job, main, set_keys
 
 ROOT = Path(__file__).resolve().parents[2]

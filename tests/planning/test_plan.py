@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from librarian.planning.cluster_file import load_cluster
+from librarian.planning.job_plan import actors, is_cpu_preset, plan
+from librarian.planning.memory_estimate import KNOWN, engine_memory, learner_memory, resolve
 
-from librarian.cluster.plan import is_cpu_preset, plan
-from librarian.cluster.plan_infra import load_cluster
-from librarian.cluster.plan_memory import KNOWN, engine_memory, learner_memory, resolve
 from librarian.config import ConfigError
 from librarian.pipelines.plan_job import load_job as validated
 from librarian.pipelines.plan_job import main
@@ -130,8 +130,6 @@ def test_fp32_weights_and_whole_vocabulary_logprobs_cost_what_they_should():
 
 
 def load_learner(*overrides):
-    from librarian.cluster.plan import actors
-
     return actors(load_job(BUILDER, list(overrides)))[3]
 
 
