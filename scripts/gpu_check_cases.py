@@ -20,6 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+import librarian
+from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample, collate, constraints
+from librarian.learner.losses import token_logprobs
+from librarian.learner.weights import full_weights, full_weights_meta
+from librarian.models.vllm_nccl import nccl_version, pack_plan, packed_buffers, unpacked
 from librarian.planning.memory_estimate import (
     KNOWN,
     ModelShape,
@@ -27,12 +33,6 @@ from librarian.planning.memory_estimate import (
     learner_memory,
     micro_batch_tokens,
 )
-
-import librarian
-from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample, collate, constraints
-from librarian.learner.losses import token_logprobs
-from librarian.learner.weights import full_weights, full_weights_meta
-from librarian.models.vllm_nccl import nccl_version, pack_plan, packed_buffers, unpacked
 
 GIB = float(1 << 30)
 NOT_IMPORTED = ("ray", "vllm", "verl", "deepspeed", "xgrammar")  # what a bare GPU machine does not have

@@ -19,14 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from librarian.planning.cluster_file import Cluster
-from librarian.planning.memory_check import fit, problem
-from librarian.planning.memory_estimate import ModelShape, engine_memory, resolve
-from librarian.planning.placement import Actor, Placement, Scheduler
 from omegaconf import OmegaConf
 
 from librarian.cluster.topology import COLOCATED_SHARE
 from librarian.config import ConfigError
+from librarian.planning.cluster_file import Cluster
+from librarian.planning.memory_check import fit, problem
+from librarian.planning.memory_estimate import ModelShape, engine_memory, resolve
+from librarian.planning.placement import Actor, Placement, Scheduler
 
 DEFAULT_CLUSTERS = ("infra/ray/cluster.yaml", "infra/kuberay/raycluster.yaml")
 ASSUMED = {"learner": "qwen2.5-7b", "rollout": "qwen2.5-7b", "probe": "qwen2.5-1.5b"}  # when the model folder is not on this machine

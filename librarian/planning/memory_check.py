@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from librarian.config import ConfigError
 from librarian.planning.cluster_file import GPU_MIB
 from librarian.planning.memory_estimate import (
     VLLM_RUNTIME_GIB,
@@ -29,8 +30,6 @@ from librarian.planning.memory_estimate import (
     micro_batch_tokens,
     resolve,
 )
-
-from librarian.config import ConfigError
 
 ASLEEP_GIB = VLLM_RUNTIME_GIB  # a sleeping engine keeps its CUDA context; weights offloaded or dropped, no KV cache
 MAX_RANKS = 64  # the most learner ranks a fix proposes

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import plan
 
 from librarian.config import ConfigError, load_config
 from librarian.pipelines.plan_job import load_job
+from librarian.planning.cluster_file import load_cluster
+from librarian.planning.job_plan import plan
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import actors, is_cpu_preset, plan
-from librarian.planning.memory_estimate import KNOWN, engine_memory, learner_memory, resolve
 
 from librarian.config import ConfigError
 from librarian.pipelines.plan_job import load_job as validated
 from librarian.pipelines.plan_job import main
+from librarian.planning.cluster_file import load_cluster
+from librarian.planning.job_plan import actors, is_cpu_preset, plan
+from librarian.planning.memory_estimate import KNOWN, engine_memory, learner_memory, resolve
 
 
 def load_job(files, overrides=()):

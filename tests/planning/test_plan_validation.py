@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 import pytest
-from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import plan
 
 from librarian.pipelines.plan_job import guess, load_job, main, set_keys
+from librarian.planning.cluster_file import load_cluster
+from librarian.planning.job_plan import plan
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "infra/ray/cluster.yaml"

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
-from librarian.planning.memory_check import fit
-from librarian.planning.memory_estimate import GIB, KNOWN, learner_memory
 
 from librarian.config import ConfigError, load_config
 from librarian.learner import LearnerConfig, LoraConfig
 from librarian.learner.config import DeepSpeedConfig
+from librarian.planning.memory_check import fit
+from librarian.planning.memory_estimate import GIB, KNOWN, learner_memory
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILDER = [f"config={ROOT / 'configs/train_builder.yaml'}"]
