@@ -7,7 +7,7 @@
 #   vllm_hf_parity      log-probs of a GRPO group sampled by vLLM against the hf model's recomputation
 #   lora_sync           the learner's LoRA adapter loaded into the running engine; its log-probs after
 #   full_sync_ipc       full weights from the learner's GPU tensors into the running engine (same node)
-#   full_sync_nccl      full weights by NCCL broadcast (vllm_nccl + vLLM's weight-transfer engine); needs
+#   full_sync_nccl      full weights by NCCL broadcast (weight_transfer.nccl + vLLM's weight-transfer engine); needs
 #                       2 GPUs (NCCL refuses two ranks on one GPU) and one NCCL version on both sides
 #   train_builder_vllm  two GRPO steps of `librarian train_builder` with the tiny model on vLLM (Ray)
 #   train_builder_nccl  the same with full weights (LoRA off) broadcast over NCCL by the session
@@ -188,7 +188,7 @@ def full_learner():
 def full_sync_ipc():
     from librarian.learner import WeightsPayload
     from librarian.models import SamplingParams
-    from librarian.models.vllm_sync import this_node
+    from librarian.models.weight_transfer.payloads import this_node
 
     engine = state["engine"]
     learner = full_learner()
@@ -206,7 +206,7 @@ def full_sync_nccl():
     from librarian.learner.weights import full_weights, full_weights_meta
     from librarian.models import SamplingParams
     from librarian.models.vllm_backend import VLLMBackend
-    from librarian.models.vllm_nccl import NcclWeightSender, update_info
+    from librarian.models.weight_transfer.nccl import NcclWeightSender, update_info
 
     state["engine"].close()
     engine = VLLMBackend(state["folder"], dtype="float32", max_model_len=1024, weight_transfer="nccl",

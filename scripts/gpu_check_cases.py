@@ -25,7 +25,7 @@ import librarian
 from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample, collate, constraints
 from librarian.learner.losses import token_logprobs
 from librarian.learner.weights import full_weights, full_weights_meta
-from librarian.models.vllm_nccl import nccl_version, pack_plan, packed_buffers, unpacked
+from librarian.models.weight_transfer.nccl import nccl_version, pack_plan, packed_buffers, unpacked
 from librarian.planning.memory_estimate import (
     KNOWN,
     ModelShape,
@@ -321,7 +321,7 @@ def bf16_step(ctx: Context) -> Outcome:
 
 def nccl_packed(ctx: Context) -> Outcome:
     """torch.cuda.nccl on one rank: init, the warm-up all-reduce, then all-reduce and broadcast of the packed
-    bf16 weight buffers the sender broadcasts (vllm_nccl.packed_buffers); every tensor unpacks bit for bit."""
+    bf16 weight buffers the sender broadcasts (weight_transfer.nccl.packed_buffers); every tensor unpacks bit for bit."""
     learner = ctx.state.get("full_learner")
     if learner is None:
         return Outcome("SKIP", "needs bf16_optimizer_step's learner (it failed)")

@@ -117,7 +117,7 @@ class LearnerActor:
 
     def _ipc_payload(self) -> Any:
         from librarian.learner.weights import WeightsPayload, device_state
-        from librarian.models.vllm_sync import cuda_ipc_handles, this_node
+        from librarian.models.weight_transfer.payloads import cuda_ipc_handles, this_node
 
         if self.learner.cfg.lora.enabled:
             raise ValueError("IPC publishing sends full weights; a LoRA learner publishes its adapter (transfer '')")
@@ -133,12 +133,12 @@ class LearnerActor:
 
     def sync_open(self, sizes: list[int], transport: str, buffer_bytes: int = 0, timeout_s: float = 1800.0
                   ) -> list[dict]:
-        """Rank 0: a new broadcast sender (`broadcast_sync.make_sender`) for receivers of `sizes` ranks each (the
+        """Rank 0: a new broadcast sender (`weight_transfer.gloo.make_sender`) for receivers of `sizes` ranks each (the
         previous one closed); each receiver's join payload. Other ranks: []."""
         import ray
 
-        from librarian.models.broadcast_sync import make_sender
-        from librarian.models.vllm_nccl import BUFFER_BYTES
+        from librarian.models.weight_transfer.gloo import make_sender
+        from librarian.models.weight_transfer.nccl import BUFFER_BYTES
 
         self.sync_close()
         if self.learner.rank:
@@ -173,14 +173,14 @@ class LearnerActor:
     def sync_meta(self, dtype: str = "") -> tuple[int, dict]:
         """(version, `update_info`) of the weights `sync_send` broadcasts next, cast to `dtype` ('' keeps theirs)."""
         from librarian.learner.weights import full_weights_meta
-        from librarian.models.vllm_nccl import update_info
+        from librarian.models.weight_transfer.nccl import update_info
 
         return self.learner.version, update_info(full_weights_meta(self.learner, _dtype(dtype)))
 
     def sync_send(self, dtype: str, info: dict) -> tuple[int, int]:
         """Broadcast the full weights described by `info` (`sync_meta`); (version, bytes sent by this rank)."""
         from librarian.learner.weights import full_weights
-        from librarian.models.vllm_nccl import meta_of
+        from librarian.models.weight_transfer.nccl import meta_of
 
         stream = full_weights(self.learner, _dtype(dtype))
         if self.learner.rank:

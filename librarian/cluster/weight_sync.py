@@ -13,8 +13,8 @@ Two ways, chosen once per run (`broadcast_transport`):
   the learner connects; each publish checks the round's tensor list on every
   worker, then the learner broadcasts the weights in packed buffers
   (`sync_send`) while every worker receives them (`receive_broadcast`). The
-  transport is NCCL to vLLM engines (`vllm_nccl`, vLLM's own receiver) and
-  gloo to `hf` models (`broadcast_sync`, on any device). The object store
+  transport is NCCL to vLLM engines (`weight_transfer.nccl`, vLLM's own receiver) and
+  gloo to `hf` models (`weight_transfer.gloo`, on any device). The object store
   then holds only a `BroadcastNote` (version + update_info).
 
 A worker that missed a broadcast (Ray restarted it, or the pool replaced it)
@@ -48,6 +48,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from librarian.cluster.waits import wait_for
+from librarian.models.weight_transfer.gloo import GlooReceiver, check_fits, load_into
+from librarian.models.weight_transfer.nccl import meta_of
 
 log = logging.getLogger(__name__)
 KEY = "rollout.sync_timeout_s"
@@ -155,8 +157,6 @@ class BroadcastEndpoint:
         else:
             import ray
 
-            from librarian.models.broadcast_sync import GlooReceiver
-
             self._model()
             host = ray.util.get_node_ip_address() if ray.is_initialized() else ""
             self.receiver = GlooReceiver(init_info, host=host)
@@ -165,12 +165,8 @@ class BroadcastEndpoint:
     def check(self, update_info: dict) -> bool:
         """Refuse a round whose tensor list does not fit this worker's model, before any byte is sent; whether this
         worker is in the group (False: restarted since it joined)."""
-        from librarian.models.vllm_nccl import meta_of
-
         meta = meta_of(update_info)
         if not self.vllm:
-            from librarian.models.broadcast_sync import check_fits
-
             check_fits(self._model(), meta)
         return self.joined
 
@@ -180,8 +176,6 @@ class BroadcastEndpoint:
             raise WeightSyncError("receive_broadcast before join_broadcast: this worker is not in the learner's group")
         if self.vllm:
             return int(self.backend.receive_nccl(version, update_info))
-        from librarian.models.broadcast_sync import check_fits, load_into
-        from librarian.models.vllm_nccl import meta_of
 
         current = int(getattr(self.backend, "policy_version", -1))
         if int(version) < current:
@@ -235,7 +229,7 @@ class BroadcastSync(WeightSync):
     pool: Any  # an ActorPool of rollout workers (`join_broadcast`, `receive_broadcast`, ...)
     transport: str  # nccl | gloo
     dtype: str = ""  # what the weights travel as ('' keeps the learner's)
-    buffer_bytes: int = 0  # 0: vllm_nccl.BUFFER_BYTES
+    buffer_bytes: int = 0  # 0: weight_transfer.nccl.BUFFER_BYTES
     timeout_s: float = 1800.0
     version: int = -1
     box: list = field(default_factory=list)

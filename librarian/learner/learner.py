@@ -58,6 +58,7 @@ from librarian.learner.losses import (
     token_logprobs,
 )
 from librarian.learner.weights import WeightsPayload
+from librarian.models.weight_transfer.payloads import this_node
 
 log = logging.getLogger(__name__)
 
@@ -307,8 +308,6 @@ class Learner:
 
     def publish_weights(self) -> tuple[int, WeightsPayload]:
         """The current policy as (version, payload); the version grows by one per step."""
-        from librarian.models.vllm_sync import this_node
-
         kind = "lora" if self.cfg.lora.enabled else "full"
         lora = {k: v for k, v in dataclasses.asdict(self.cfg.lora).items() if k != "enabled"} if kind == "lora" else {}
         payload = WeightsPayload(self.version, kind, self.engine.trainable_state(), lora, node=this_node())

@@ -1,5 +1,5 @@
 """Weight sync: what the learner publishes, how a rollout worker loads it into an `hf` backend, and the full
-weights as a stream for an NCCL broadcast (`librarian.models.vllm_nccl`)."""
+weights as a stream for an NCCL broadcast (`librarian.models.weight_transfer.nccl`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ class WeightsPayload:
     """A published policy: `kind` 'lora' (adapter weights + its LoRA config) or 'full' (a full state dict).
 
     Plain tensors and dicts only, so it pickles (and travels through Ray's object store). `node` names the
-    machine that published it (`vllm_sync.this_node`): CUDA IPC handles open only there. `ipc`: full weights as
-    packed CUDA IPC handles of the learner's own GPU tensors (`vllm_sync.cuda_ipc_handles`), `state` then empty.
+    machine that published it (`weight_transfer.payloads.this_node`): CUDA IPC handles open only there. `ipc`: full weights as
+    packed CUDA IPC handles of the learner's own GPU tensors (`weight_transfer.payloads.cuda_ipc_handles`), `state` then empty.
     """
 
     version: int

@@ -20,7 +20,7 @@ prompts of a GRPO group would otherwise come out identical). Under
 'lora' | 'full', `state`, `lora`, `node`) and loads it without restarting the
 engine. Full weights can also come by NCCL broadcast from the learner
 (`weight_transfer="nccl"`: `init_nccl` once, `receive_nccl` per update, with
-`vllm_nccl.NcclWeightSender` on the learner). A Ray rollout actor owns one
+`weight_transfer.nccl.NcclWeightSender` on the learner). A Ray rollout actor owns one
 `VLLMBackend` and calls these between steps; `mode="inprocess"` needs vLLM
 importable in the actor's own interpreter (the rollout image's actors run the
 trainer environment, so there it is `subprocess`).
@@ -55,6 +55,12 @@ from librarian.models.base import (
 )
 from librarian.models.chat import END_OF_TURN, TemplatePrompts, end_token_ids
 from librarian.models.vllm_protocol import EngineConfig
+from librarian.models.weight_transfer.payloads import (
+    check_same_node,
+    cuda_ipc_handles,
+    write_full_weights,
+    write_lora_adapter,
+)
 
 log = logging.getLogger(__name__)
 KEEP_WEIGHT_VERSIONS = 2
@@ -184,14 +190,10 @@ class VLLMBackend(TemplatePrompts):
             rank = int(payload.lora.get("rank", 0))
             if rank > self.cfg.max_lora_rank:
                 raise BackendError(f"{self.name}: LoRA rank {rank} exceeds max_lora_rank={self.cfg.max_lora_rank}")
-            from librarian.models.vllm_sync import write_lora_adapter
-
             folder = write_lora_adapter(self._fresh(f"lora-v{version}"), payload.state, payload.lora, str(self.folder))
             self.engine.call("load_lora", version=version, path=str(folder))
         elif payload.kind == "full":
             if self.cfg.weight_transfer == "ipc":
-                from librarian.models.vllm_sync import check_same_node, cuda_ipc_handles
-
                 check_same_node(str(getattr(payload, "node", "") or ""))
                 handles = getattr(payload, "ipc", "") or cuda_ipc_handles(payload.state)  # the learner's own handles
                 self.engine.call("load_full_ipc", version=version, handles=handles)
@@ -200,8 +202,6 @@ class VLLMBackend(TemplatePrompts):
                     log.warning("%s: full weights came through the object store although weight_transfer='nccl'; "
                                 "loading them from a file (the NCCL path is init_nccl + receive_nccl)", self.name)
                     self._warned_nccl = True
-                from librarian.models.vllm_sync import write_full_weights
-
                 path = write_full_weights(self._fresh(f"full-v{version}") / "model.safetensors", payload.state)
                 self.engine.call("load_full_file", version=version, path=str(path))
         else:
@@ -233,7 +233,7 @@ class VLLMBackend(TemplatePrompts):
 
     def receive_nccl(self, version: int, update_info: dict[str, Any]) -> int:
         """Receive full weights the learner broadcasts meanwhile (`NcclWeightSender.send`), described by
-        `vllm_nccl.update_info(meta)`; vLLM loads each packed buffer as it arrives."""
+        `weight_transfer.nccl.update_info(meta)`; vLLM loads each packed buffer as it arrives."""
         version = int(version)
         if version < self.policy_version:
             raise BackendError(f"refusing weights version {version}: version {self.policy_version} is already loaded")

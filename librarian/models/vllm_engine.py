@@ -29,8 +29,8 @@ import os
 import time
 from typing import Any
 
-from librarian.models.vllm_nccl import accept_init_info, nccl_version
 from librarian.models.vllm_protocol import EngineConfig
+from librarian.models.weight_transfer.nccl import accept_init_info, nccl_version
 
 log = logging.getLogger(__name__)
 EXTENSION = "librarian.models.vllm_extension.WeightSyncExtension"
@@ -162,13 +162,13 @@ class VLLMEngine:
         return self._loaded_full(version, counts)
 
     def load_full_ipc(self, version: int, handles: str) -> dict[str, Any]:
-        """Load full weights from CUDA IPC handles (a trainer on the same node; `vllm_sync.cuda_ipc_handles`)."""
+        """Load full weights from CUDA IPC handles (a trainer on the same node; `weight_transfer.payloads.cuda_ipc_handles`)."""
         self._check_version(version)
         counts = self.llm.collective_rpc("librarian_load_ipc", args=(handles,))
         return self._loaded_full(version, counts)
 
     def init_nccl(self, init_info: dict[str, Any]) -> dict[str, Any]:
-        """Join the trainer's NCCL group (`vllm_nccl.NcclWeightSender.init_info`); the trainer joins concurrently.
+        """Join the trainer's NCCL group (`weight_transfer.nccl.NcclWeightSender.init_info`); the trainer joins concurrently.
         A trainer whose NCCL version differs from this engine's is refused before anything is opened."""
         if self.cfg.weight_transfer != "nccl":
             raise ValueError("this engine was started without weight_transfer='nccl'")

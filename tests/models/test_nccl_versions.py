@@ -1,21 +1,22 @@
-"""NCCL versions: the trainer's and an engine's NCCL builds are compared before the group opens (vllm_nccl)."""
+"""NCCL versions: the trainer's and an engine's NCCL builds are compared before the group opens (weight_transfer.nccl)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from librarian.models import vllm_engine, vllm_nccl
+from librarian.models import vllm_engine
 from librarian.models.base import BackendError
 from librarian.models.vllm_engine import VLLMEngine
-from librarian.models.vllm_nccl import (
+from librarian.models.vllm_protocol import EngineConfig
+from librarian.models.weight_transfer import nccl
+from librarian.models.weight_transfer.nccl import (
     TRAINER_NCCL,
     accept_init_info,
     check_nccl_versions,
     init_payload,
     nccl_version,
 )
-from librarian.models.vllm_protocol import EngineConfig
 
 
 @pytest.mark.parametrize("reported, text", [((2, 29, 7), "2.29.7"), ((2, 27, 3, "a0"), "2.27.3"), (22705, "2.27.5"),
@@ -85,7 +86,7 @@ def test_an_engine_refuses_a_trainer_with_another_nccl_before_joining(monkeypatc
 
 
 def test_the_sender_puts_its_version_into_every_payload(monkeypatch):
-    sender = object.__new__(vllm_nccl.NcclWeightSender)  # no GPU here: the payload path only
+    sender = object.__new__(nccl.NcclWeightSender)  # no GPU here: the payload path only
     sender.unique_id, sender.offsets, sender.world_size = bytes(128), [1, 3], 4
     sender.buffer_bytes, sender.nccl = 1 << 20, "2.29.7"
     assert [sender.init_info(e)[TRAINER_NCCL] for e in range(2)] == ["2.29.7", "2.29.7"]

@@ -21,7 +21,7 @@ from librarian.models.vllm_protocol import (
     unpack,
     write_line,
 )
-from librarian.models.vllm_sync import weights_meta, write_full_weights, write_lora_adapter
+from librarian.models.weight_transfer.payloads import weights_meta, write_full_weights, write_lora_adapter
 
 LORA = {"rank": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
 
@@ -35,7 +35,7 @@ def lora_state() -> dict[str, torch.Tensor]:
 
 def test_importing_the_backend_modules_never_imports_vllm_or_torch():
     code = ("import sys, librarian.models, librarian.models.vllm_backend, librarian.models.vllm_client, "
-            "librarian.models.vllm_sync, librarian.models.vllm_models, librarian.models.vllm_worker; "
+            "librarian.models.weight_transfer.payloads, librarian.models.vllm_models, librarian.models.vllm_worker; "
             "print('vllm' in sys.modules, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

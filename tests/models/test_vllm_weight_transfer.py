@@ -18,7 +18,7 @@ import torch
 
 from librarian.models import BackendError
 from librarian.models.vllm_client import default_python
-from librarian.models.vllm_nccl import (
+from librarian.models.weight_transfer.nccl import (
     NcclWeightSender,
     engine_ranks,
     init_payload,
@@ -26,7 +26,7 @@ from librarian.models.vllm_nccl import (
     update_info,
     weights_meta,
 )
-from librarian.models.vllm_sync import check_same_node, this_node
+from librarian.models.weight_transfer.payloads import check_same_node, this_node
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = default_python()

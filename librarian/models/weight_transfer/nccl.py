@@ -24,7 +24,7 @@ vLLM offers for trainers without vLLM (a pre-shared `ncclUniqueId`):
   `finish_weight_update` (`VLLMBackend.receive_nccl`).
 
 The packing (`packed_buffers`, `unpacked`) is shared with the CPU twin of
-this wire, `broadcast_sync.GlooWeightSender` (gloo instead of NCCL, for
+this wire, `weight_transfer.gloo.GlooWeightSender` (gloo instead of NCCL, for
 rollout workers with an `hf` model), so the orchestration that drives
 either (`cluster.weight_sync.BroadcastSync`) is tested on CPU.
 

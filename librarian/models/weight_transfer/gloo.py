@@ -1,14 +1,14 @@
-"""Full-weight broadcast over gloo: the CPU twin of `vllm_nccl`'s wire, with both ends in this package.
+"""Full-weight broadcast over gloo: the CPU twin of `weight_transfer.nccl`'s wire, with both ends in this package.
 
 The learner (rank 0) and every receiver join one group; each round the
-learner broadcasts the weights in the byte buffers `vllm_nccl.pack_plan`
-cuts, and every receiver unpacks them (`vllm_nccl.unpacked`) by the round's
+learner broadcasts the weights in the byte buffers `weight_transfer.nccl.pack_plan`
+cuts, and every receiver unpacks them (`weight_transfer.nccl.unpacked`) by the round's
 `update_info`. Only the transport differs from the NCCL wire to vLLM
 engines, so one orchestration (`cluster.weight_sync.BroadcastSync`) drives
 both, and its CPU tests exercise the same calls:
 
 - `GlooWeightSender(sizes, host=...)` hosts the rendezvous (a `TCPStore` on a
-  free port) and offers the same surface as `vllm_nccl.NcclWeightSender`:
+  free port) and offers the same surface as `weight_transfer.nccl.NcclWeightSender`:
   `init_info(e)`, `connect()`, `send(named, meta)`, `close()`;
 - `GlooReceiver(init_info)` joins as receiver `init_info["rank_offset"]`
   (this blocks until everyone has joined: call it while the sender
@@ -28,7 +28,15 @@ from datetime import timedelta
 from typing import Any
 
 from librarian.models.base import BackendError
-from librarian.models.vllm_nccl import BUFFER_BYTES, engine_ranks, pack_plan, packed_buffers, unpacked
+from librarian.models.weight_transfer.nccl import (
+    BUFFER_BYTES,
+    NcclWeightSender,
+    engine_ranks,
+    pack_plan,
+    packed_buffers,
+    tensor_bytes,
+    unpacked,
+)
 
 TRANSPORTS = ("nccl", "gloo")
 Meta = Sequence[tuple[str, str, Sequence[int]]]
@@ -95,8 +103,6 @@ def make_sender(transport: str, sizes: Sequence[int], buffer_bytes: int = BUFFER
     if transport == "gloo":
         return GlooWeightSender(sizes, buffer_bytes, host, timeout_s)
     if transport == "nccl":
-        from librarian.models.vllm_nccl import NcclWeightSender
-
         return NcclWeightSender(sizes, buffer_bytes)
     raise BackendError(f"weight broadcast transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
 
@@ -125,8 +131,6 @@ class GlooReceiver:
     def receive(self, meta: Meta) -> Iterator[tuple[str, Any]]:
         """The round's tensors in `meta` order, as the sender broadcasts them (views into the received buffers)."""
         import torch
-
-        from librarian.models.vllm_nccl import tensor_bytes
 
         if self.group is None:
             raise BackendError("this receiver has left its group")

@@ -8,7 +8,7 @@ policy (the learner's `WeightsPayload`: `version`, `kind` 'lora' | 'full',
 - 'full': one safetensors file of HF-named tensors (any device), or CUDA IPC
   handles of the learner's GPU tensors, which only a process on the same
   node can open (`check_same_node`);
-- 'full' over NCCL: `vllm_nccl` (a broadcast from the learner, not a payload).
+- 'full' over NCCL: `weight_transfer.nccl` (a broadcast from the learner, not a payload).
 """
 
 from __future__ import annotations
