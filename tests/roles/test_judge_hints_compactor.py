@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from librarian.roles.backend_judge import BackendJudge, JudgeItem, backend_generate
 
 from librarian.models.scripted import ScriptedBackend, first_hit_reader, tool_call_text
 from librarian.rewards.llm_judge import LLMJudge, parse_verdict
 from librarian.roles import LoopConfig, ToolEnv, kbgym_reader, run_episode
+from librarian.roles.backend_judge import BackendJudge, JudgeItem, backend_generate
 from librarian.roles.compactor import SUMMARY_HEAD, ExtractiveCompactor, LLMCompactor
 from librarian.roles.researcher_hints import (
     HintedEnv,
