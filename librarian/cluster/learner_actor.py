@@ -11,8 +11,8 @@ returns each one's join payload, `sync_connect` joins the group while they
 do, and each round `sync_meta` describes the weights and `sync_send`
 broadcasts them (every rank iterates them: ZeRO-3 gathers each tensor).
 
-`LearnerActor.start(topology, ...)` is how a pipeline gets its learner: this
-actor for `learner.workers: 1`, or a `LearnerGroup` of that many ranks
+`learner_start.start_learner(topology, ...)` is how a run gets its learner:
+this actor for `learner.workers: 1`, or a `LearnerGroup` of that many ranks
 (`librarian.cluster.learner_group`), which answers the same methods.
 """
 
@@ -23,6 +23,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from librarian.learner import Learner
+from librarian.learner.sft import fine_tune, mean_nll
+from librarian.learner.weights import WeightsPayload, device_state, full_weights, full_weights_meta
+from librarian.models import make_backend
+from librarian.models.broadcast_sync import make_sender
+from librarian.models.vllm_nccl import BUFFER_BYTES, meta_of, update_info
+from librarian.models.vllm_sync import cuda_ipc_handles, this_node
+
 
 class LearnerActor:
     """GRPO steps, SFT, weight publishing and checkpoints, in one process."""
@@ -30,20 +38,9 @@ class LearnerActor:
     def __init__(self, backend: str, options: dict, cfg: Any, torch_threads: int = 0) -> None:
         self._build(backend, options, cfg, torch_threads)
 
-    @staticmethod
-    def start(topology: Any, backend: str, options: dict, cfg: Any, torch_threads: int = 0) -> Any:
-        """The run's learner actor in `topology`'s placement group: one `LearnerActor`, or a `LearnerGroup` of
-        `cfg.workers` data-parallel ranks (the same methods)."""
-        from librarian.cluster.learner_group import start_learner
-
-        return start_learner(topology, backend, options, cfg, torch_threads)
-
     def _build(self, backend: str, options: dict, cfg: Any, torch_threads: int) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
-
-        from librarian.learner import Learner
-        from librarian.models import make_backend
 
         if torch_threads:
             torch.set_num_threads(torch_threads)
@@ -83,8 +80,6 @@ class LearnerActor:
             lr: float = 0.0) -> list[dict]:
         """Verified-trajectory SFT (`librarian.learner.sft.fine_tune`); each step's metrics. At the end the
         fine-tuned policy becomes the KL reference (`Learner.freeze_reference`), for every pipeline."""
-        from librarian.learner.sft import fine_tune
-
         smallest = min(len(samples), batch_size, len(samples) % batch_size or batch_size)  # the last batch
         with self._micro(max(1, smallest // self.learner.world)):  # a rank trains on its share of each batch
             return fine_tune(self.learner, samples, epochs=epochs, batch_size=batch_size, seed=seed,
@@ -96,8 +91,6 @@ class LearnerActor:
         self.learner.freeze_reference()
 
     def mean_nll(self, samples: Sequence[Any]) -> float:
-        from librarian.learner.sft import mean_nll
-
         return mean_nll(self.learner, samples)
 
     def publish(self, transfer: str = "") -> tuple[int, Any]:
@@ -116,9 +109,6 @@ class LearnerActor:
         return version, ray.put(payload)
 
     def _ipc_payload(self) -> Any:
-        from librarian.learner.weights import WeightsPayload, device_state
-        from librarian.models.weight_transfer.payloads import cuda_ipc_handles, this_node
-
         if self.learner.cfg.lora.enabled:
             raise ValueError("IPC publishing sends full weights; a LoRA learner publishes its adapter (transfer '')")
         self.held = device_state(self.learner)  # the engine opens these; a copy would double the weights' memory
@@ -133,12 +123,9 @@ class LearnerActor:
 
     def sync_open(self, sizes: list[int], transport: str, buffer_bytes: int = 0, timeout_s: float = 1800.0
                   ) -> list[dict]:
-        """Rank 0: a new broadcast sender (`weight_transfer.gloo.make_sender`) for receivers of `sizes` ranks each (the
+        """Rank 0: a new broadcast sender (`broadcast_sync.make_sender`) for receivers of `sizes` ranks each (the
         previous one closed); each receiver's join payload. Other ranks: []."""
         import ray
-
-        from librarian.models.weight_transfer.gloo import make_sender
-        from librarian.models.weight_transfer.nccl import BUFFER_BYTES
 
         self.sync_close()
         if self.learner.rank:
@@ -172,16 +159,10 @@ class LearnerActor:
 
     def sync_meta(self, dtype: str = "") -> tuple[int, dict]:
         """(version, `update_info`) of the weights `sync_send` broadcasts next, cast to `dtype` ('' keeps theirs)."""
-        from librarian.learner.weights import full_weights_meta
-        from librarian.models.weight_transfer.nccl import update_info
-
         return self.learner.version, update_info(full_weights_meta(self.learner, _dtype(dtype)))
 
     def sync_send(self, dtype: str, info: dict) -> tuple[int, int]:
         """Broadcast the full weights described by `info` (`sync_meta`); (version, bytes sent by this rank)."""
-        from librarian.learner.weights import full_weights
-        from librarian.models.weight_transfer.nccl import meta_of
-
         stream = full_weights(self.learner, _dtype(dtype))
         if self.learner.rank:
             if self.learner.engine.partitioned:  # ZeRO-3: every rank takes part in each tensor's gather

@@ -11,6 +11,7 @@ loss is normalised as for one learner on all of it), `publish` returns rank
 0's weights (ZeRO-3 gathers them first), the `sync_*` methods broadcast them
 from rank 0 instead (`weight_sync.BroadcastSync`), `save`/`load` write and read one
 checkpoint folder from every rank (on a filesystem all learner nodes share).
+`learner_start.start_learner` starts it (and places its ranks).
 
 A rank that dies or raises fails the call with `LearnerGroupError` naming the
 rank; the group stops every rank (the others would wait in a collective) and
@@ -31,8 +32,8 @@ from datetime import timedelta
 from typing import Any
 
 from librarian.cluster.learner_actor import LearnerActor
-from librarian.cluster.topology import Resources, wait_reserved
 from librarian.cluster.waits import learner_timeout
+from librarian.learner.batch import split
 
 
 class LearnerGroupError(RuntimeError):
@@ -196,8 +197,6 @@ class LearnerGroup:
 
     def step(self, samples: Sequence[Any]) -> dict[str, float]:
         """One update of the whole batch: rank i trains on the i-th contiguous share; the batch's metrics."""
-        from librarian.learner.batch import split
-
         if self.broken:
             raise LearnerGroupError(f"the learner group is stopped ({self.broken}); call recover()")
         self._check_split("step", len(samples))
@@ -276,50 +275,3 @@ class LearnerGroup:
 
     def close(self) -> None:
         self._stop()
-
-
-def _placement_options(group: Any, bundle: int, res: Resources) -> dict[str, Any]:
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    return {"num_cpus": res.cpus, "num_gpus": res.gpus,
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle)}
-
-
-def reserve_learners(topology: Any, workers: int, timeout_s: float | None = None) -> list[dict[str, Any]]:
-    """Actor options for `workers` learner ranks of `ray.learner_cpus`/`learner_gpus` each.
-
-    With a placement group the topology's group (learner, rollout workers) is
-    re-reserved with ranks 1.. appended as bundles of their own (after the
-    rollout bundles, whose indices stay valid), waiting at most
-    `ray.reserve_timeout_s` (or `timeout_s`); call it before any actor is
-    placed in the group. Without one each rank just asks Ray for its resources.
-    """
-    if getattr(topology, "colocate", False):  # rank i shares bundle i with rollout worker i
-        return [topology.learner_options(rank) for rank in range(workers)]
-    if topology.group is None:
-        return [topology.learner_options() for _ in range(workers)]
-    from ray.util.placement_group import placement_group, remove_placement_group
-
-    bundles = topology.bundles()
-    ranks = [0] + list(range(len(bundles), len(bundles) + workers - 1))
-    bundles += [topology.learner.bundle()] * (workers - 1)
-    remove_placement_group(topology.group)
-    topology.group = None
-    group = placement_group(bundles, strategy=topology.cfg.strategy)
-    wait_reserved(group, bundles, topology.cfg.strategy,
-                  topology.cfg.reserve_timeout_s if timeout_s is None else timeout_s,
-                  f"{workers} learner ranks (ray.learner_cpus/learner_gpus each) and {topology.workers} rollout "
-                  "worker(s)")
-    topology.group = group
-    return [_placement_options(topology.group, b, topology.learner) for b in ranks]
-
-
-def start_learner(topology: Any, backend: str, options: dict, cfg: Any, torch_threads: int = 0) -> Any:
-    """One `LearnerActor` (`cfg.workers` 1: no process group), or a `LearnerGroup` of `cfg.workers` ranks."""
-    import ray
-
-    if cfg.workers == 1:
-        return ray.remote(LearnerActor).options(**topology.learner_options()).remote(backend, options, cfg,
-                                                                                     torch_threads)
-    placements = reserve_learners(topology, cfg.workers)
-    return ray.remote(LearnerGroup).options(num_cpus=0).remote(backend, options, cfg, torch_threads, placements)

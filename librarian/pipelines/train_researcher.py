@@ -53,16 +53,16 @@ def run(cfg: TrainResearcherConfig) -> dict[str, Any]:
     log.info("2/5 Ray: learner and %d researcher rollout workers", cfg.rollout.workers)
     with Trainer(cfg, "train_researcher", ResearcherRolloutWorker, (cfg.rollout, cfg.search)) as t:
         store = store_ref(task.name, hier.workspace)
-        norms = {"initial": t.session.call("trainable_norm")}
+        norms = {"initial": t.session.trainable_norm()}
         log.info("3/5 verified-trajectory SFT from the scripted researcher on %d questions",
                  min(cfg.sft.questions, len(train)))
         sft = t.warm_start(lambda: teacher_samples(cfg, t.session, store, train, hier.workspace))
-        norms["after_sft"] = t.session.call("trainable_norm")
+        norms["after_sft"] = t.session.trainable_norm()
 
         log.info("4/5 hint-guided GRPO: %d questions x %d trajectories a step, hints every %d rounds",
                  cfg.learner.batch_size, cfg.learner.group_size, cfg.rollout.hint_every)
         history = t.train(ResearcherTask(cfg, train, store), norms=True)
-        norms["final"] = t.session.call("trainable_norm")
+        norms["final"] = t.session.trainable_norm()
 
         arms: dict[str, Any] = {}
         trained: dict[str, Any] = {}

@@ -20,6 +20,7 @@ from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.cluster.topology import RayConfig, Resources, check_engine_gpus, check_engine_start
 from librarian.cluster.topology import check as check_topology
 from librarian.config import ConfigError
+from librarian.learner.advantages import ESTIMATORS
 from librarian.learner.config import LearnerConfig
 from librarian.planning.memory_check import check_learner
 
@@ -85,8 +86,6 @@ class RLConfig:
 
     def check(self) -> None:
         """Raise `ConfigError` naming the first inconsistent setting (sections check their own fields)."""
-        from librarian.learner.advantages import ESTIMATORS
-
         r, learner = self.rollout, self.learner
         if self.steps < 0 or self.checkpoint_every < 0:
             raise ConfigError(f"steps and checkpoint_every must be >= 0, got {self.steps}, {self.checkpoint_every}")

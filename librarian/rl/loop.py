@@ -89,7 +89,7 @@ def learn(session: Any, task: Task, cfg: Any, records: list[Any]) -> tuple[dict[
     metrics: dict[str, float] = {**figures, **staleness}
     t2 = time.perf_counter()
     if samples and cfg.learner.lr > 0:  # at lr 0 an update changes no weight: a control run only samples
-        metrics.update(session.call("step", samples))
+        metrics.update(session.step(samples))
         session.publish()
     t3 = time.perf_counter()
     metrics.update(task.metrics(scored))
@@ -128,7 +128,7 @@ def run_steps(session: Any, task: Task, cfg: Any, steps: range, tracker: Any, ou
                 "update_s"] / wall), "rollout_turns_per_s": turns / max(metrics["rollout_s"], 1e-9),
                 "rollout_failures": float(session.rollouts.failures), "policy_version": float(session.version)})
             if norms:
-                metrics["trainable_norm"] = float(session.call("trainable_norm"))
+                metrics["trainable_norm"] = session.trainable_norm()
             history.append(metrics)
             tracker.log_metrics(metrics, step)
             log.info(describe(step, metrics))
@@ -136,7 +136,7 @@ def run_steps(session: Any, task: Task, cfg: Any, steps: range, tracker: Any, ou
                 rows.writelines(json.dumps(row, default=str) + "\n" for row in task.rows(scored, step))
                 rows.flush()
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
-                session.call("save", str(out / "checkpoints" / f"step_{step}"), {"step": step})
+                session.save(out / "checkpoints" / f"step_{step}", {"step": step})
     finally:
         feed.close()
         if rows is not None:

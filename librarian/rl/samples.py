@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from librarian.learner import group_samples
 from librarian.rl.task import Scored
 
 FLAT_EPS = 1e-9  # an advantage no larger than this is zero
@@ -50,8 +51,6 @@ def policy_samples(scored: Scored, cfg: Any) -> tuple[list, dict[str, float]]:
 
 def _group_advantages(scored: Scored, cfg: Any) -> tuple[list, dict[str, float], set]:
     """The samples, the advantage figures and the job ids of the groups whose advantages are all zero."""
-    from librarian.learner import group_samples
-
     keep = [i for i, rs in enumerate(scored.turn_rewards) if rs]  # records with a turn to train on
     if not keep:
         return [], {"nonzero_advantage_fraction": 0.0}, set()

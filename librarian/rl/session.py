@@ -2,15 +2,17 @@
 
 In order: Ray (`topology.start`, which joins the cluster `ray.address` or
 $RAY_ADDRESS names, else starts a local one), the placement group (learner
-bundles, then one per rollout worker), the learner (`LearnerActor.start`: one
-actor, or a data-parallel group for `learner.workers > 1`), the rollout
+bundles, then one per rollout worker), the learner (`learner_start.start_learner`:
+one actor, or a data-parallel group for `learner.workers > 1`), the rollout
 workers (`RolloutPool` of the recipe's worker class, built from its config
 sections), the answerer probe pool when the recipe has one, and the weight
 sync: `WeightSync` (the object store), or, for full weights with
 `rollout.options.weight_transfer` 'nccl' (vLLM engines) or 'broadcast' (`hf`
 models), `BroadcastSync`, whose group the learner and every worker join here
 (`weight_sync.broadcast_transport` picks it; docs/cluster.md).
-`close()` stops all of it (and Ray, when this session started it).
+`close()` stops all of it (and Ray, when this session started it). The
+learner is driven through typed methods: `step`, `sft`, `save`, `load`,
+`trainable_norm`, and `publish` (the weights to the workers).
 
 Every wait on the learner is bounded (`learner.call_timeout_s`, per SFT step
 for `sft`; a publish by `rollout.sync_timeout_s`): past it the call fails with
@@ -25,18 +27,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from librarian.cluster import topology
+from librarian.cluster.learner_start import start_learner
+from librarian.cluster.probe_pool import ProbePool
+from librarian.cluster.rollout_pool import RolloutPool
 from librarian.cluster.rollout_worker import RolloutConfig
+from librarian.cluster.topology import RayConfig, TopologyError
 from librarian.cluster.waits import learner_timeout, wait_for
+from librarian.cluster.weight_sync import BroadcastSync, WeightSync, backend_options, broadcast_transport
+from librarian.evaluation.exam import ExamRunner, run_local
+from librarian.learner.batch import PolicySample
+from librarian.learner.config import LearnerConfig
 
 log = logging.getLogger(__name__)
 
 
 def learner_model(rollout: RolloutConfig) -> tuple[str, dict]:
     """The learner's base model: the rollout backend's (a vLLM policy is trained with transformers)."""
-    from librarian.cluster.weight_sync import backend_options
-
     opts = backend_options(rollout.backend, rollout.options)
     if rollout.backend == "vllm":
         return "hf", {"model": opts.get("model", "smollm2")}
@@ -46,12 +56,10 @@ def learner_model(rollout: RolloutConfig) -> tuple[str, dict]:
 class RLSession:
     """The learner, the rollout pool, the probe runner and the weight sync of one run."""
 
-    def __init__(self, ray_cfg: Any, rollout: RolloutConfig, learner_cfg: Any, worker_cls: type,
+    def __init__(self, ray_cfg: RayConfig, rollout: RolloutConfig, learner_cfg: LearnerConfig, worker_cls: type,
                  worker_args: Sequence[Any], probe: Any = None) -> None:
         """`worker_cls(*worker_args)` is a rollout worker (its args: config sections); `probe`: a `ProbeConfig`
         (None: no probes; `probe.workers` 0: probes run in this process)."""
-        from librarian.cluster import topology
-
         self.started_ray = False
         self.topo: Any = None
         self.learner: Any = None
@@ -68,15 +76,8 @@ class RLSession:
             self.close()
             raise
 
-    def _start(self, ray_cfg: Any, rollout: RolloutConfig, learner_cfg: Any, worker_cls: type,
+    def _start(self, ray_cfg: RayConfig, rollout: RolloutConfig, learner_cfg: LearnerConfig, worker_cls: type,
                worker_args: Sequence[Any], probe: Any) -> None:
-
-        from librarian.cluster import topology
-        from librarian.cluster.learner_actor import LearnerActor
-        from librarian.cluster.probe_pool import ProbePool
-        from librarian.cluster.rollout_pool import RolloutPool
-        from librarian.cluster.weight_sync import BroadcastSync, WeightSync, broadcast_transport
-
         # refused before any actor starts when the rollout backend cannot receive that way
         transport = broadcast_transport(rollout.backend, rollout.options, learner_cfg.lora.enabled, learner_cfg.device)
         self.topo = topology.Topology(ray_cfg, topology.Resources(rollout.cpus_per_worker, rollout.gpus_per_worker),
@@ -84,15 +85,13 @@ class RLSession:
         self.topo.reserve()
         # the learner first: a learner group re-reserves the placement group with its ranks' bundles
         backend, options = learner_model(rollout)
-        self.learner = LearnerActor.start(self.topo, backend, options, learner_cfg, rollout.torch_threads)
+        self.learner = start_learner(self.topo, backend, options, learner_cfg, rollout.torch_threads)
         self.rollouts = RolloutPool(worker_cls, worker_args, self.topo.rollout_options(), rollout.max_restarts)
         self.probe_run: Callable[[bytes, list, int], list] | None = None
         if probe is not None and probe.workers > 0:
             self.probes = ProbePool.of(probe)
             self.probe_run = self.probes.run
         elif probe is not None:
-            from librarian.evaluation.exam import ExamRunner, run_local
-
             runner = ExamRunner(probe)
             self.probe_run = lambda data, qs, rep: run_local(data, qs, probe, rep, runner=runner)
         ipc = rollout.backend == "vllm" and rollout.options.get("weight_transfer") == "ipc" and not learner_cfg.lora.enabled
@@ -108,8 +107,6 @@ class RLSession:
         """Block until the learner (every rank of a group) has started, at most `timeout_s` seconds."""
         import ray
         from ray.exceptions import GetTimeoutError
-
-        from librarian.cluster.topology import TopologyError
 
         try:
             ray.get(self.learner.pid.remote(), timeout=timeout_s)
@@ -127,12 +124,34 @@ class RLSession:
         """The learner's current weights to the workers (the object store, or a broadcast); their version.
         Colocated engines wake up first (the learner's cached memory released for them)."""
         if self.asleep:
-            self.call("release_memory")
+            self._call("release_memory")
             self.rollouts.call_all("wake_up")
             self.asleep = False
         return self.sync.publish(self.learner)
 
-    def call(self, method: str, *args: Any) -> Any:
+    def step(self, samples: Sequence[PolicySample]) -> dict[str, float]:
+        """One GRPO update on `samples` (colocated engines sleep first); the learner's metrics."""
+        return self._call("step", samples)
+
+    def sft(self, samples: Sequence[PolicySample], epochs: int = 1, batch_size: int = 8, seed: int = 0,
+            lr: float = 0.0) -> list[dict]:
+        """SFT on `samples` (then the fine-tuned policy is the KL reference; colocated engines sleep first); each
+        step's metrics. Its limit is `learner.call_timeout_s` per SFT step."""
+        return self._call("sft", samples, epochs, batch_size, seed, lr)
+
+    def save(self, folder: str | Path, extra: dict | None = None) -> str:
+        """A learner checkpoint in `folder` (weights, optimizer, RNG, `extra`); the folder written."""
+        return self._call("save", str(folder), extra)
+
+    def load(self, folder: str | Path) -> dict:
+        """Restore the learner from the checkpoint in `folder`; the `extra` it was saved with."""
+        return self._call("load", str(folder))
+
+    def trainable_norm(self) -> float:
+        """The L2 norm of the learner's trainable weights."""
+        return float(self._call("trainable_norm"))
+
+    def _call(self, method: str, *args: Any) -> Any:
         """`method(*args)` on the learner (actor or group), waited for at most `learner.call_timeout_s` (per SFT
         step for `sft`; a group gets a minute more, so its own error, naming the rank, comes first). Colocated
         engines sleep before a `step` or `sft`."""

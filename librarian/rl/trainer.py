@@ -18,10 +18,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from librarian.config import ConfigError, to_plain, write_config
+from librarian.learner import checkpoint
+from librarian.learner.errors import LearnerError
 from librarian.redact import redact
 from librarian.rl.loop import run_steps
 from librarian.rl.session import RLSession
 from librarian.rl.task import Task
+from librarian.tracking import Tracker
 
 log = logging.getLogger("librarian.rl")
 
@@ -44,8 +47,6 @@ class Trainer:
         self.session: Any = None
 
     def __enter__(self) -> Trainer:
-        from librarian.tracking import Tracker
-
         cfg = self.cfg
         self.tracker = Tracker(cfg.experiment, self.out, cfg.tracking_uri or None, pipeline=self.pipeline)
         self.tracker.log_config(to_plain(cfg))
@@ -67,11 +68,11 @@ class Trainer:
         next step), else, with `sft.enabled`, fine-tune on `sft()`'s samples; then publish. What SFT did."""
         cfg, out = self.cfg, {}
         if cfg.resume:
-            extra = self.session.call("load", cfg.resume)
+            extra = self.session.load(cfg.resume)
             self.first = int(extra.get("step", -1)) + 1
             log.info("resumed from %s: continuing at step %d", cfg.resume, self.first)
         elif cfg.sft.enabled and cfg.sft.init_from:
-            out = self.session.call("load", cfg.sft.init_from)["sft"]
+            out = self.session.load(cfg.sft.init_from)["sft"]
             out["init_from"] = cfg.sft.init_from
             log.info("SFT: the warm start saved in %s (%s)", cfg.sft.init_from, out)
         elif cfg.sft.enabled:
@@ -79,7 +80,7 @@ class Trainer:
             out.update(self.fine_tune(samples))
             if out.get("sft_steps"):
                 folder = self.out / "checkpoints" / "sft"
-                self.session.call("save", str(folder), {"step": -1, "sft": out})
+                self.session.save(folder, {"step": -1, "sft": out})
                 log.info("SFT: %s; saved in %s (sft.init_from=%s starts another run from it)", out, folder, folder)
         self.session.publish()
         return out
@@ -90,7 +91,7 @@ class Trainer:
             log.warning("SFT: no verified teacher episode; training starts from the base model")
             return {"samples": 0, "sft_steps": 0}
         s = self.cfg.sft
-        history = self.session.call("sft", samples, s.epochs, s.batch_size, self.cfg.seed, s.lr)
+        history = self.session.sft(samples, s.epochs, s.batch_size, self.cfg.seed, s.lr)
         return {"samples": len(samples), "sft_steps": len(history), "sft_loss_first": history[0]["sft_loss"],
                 "sft_loss_last": history[-1]["sft_loss"]}
 
@@ -115,9 +116,6 @@ class Trainer:
 def saved_warm_start(folder: str) -> dict[str, Any]:
     """What SFT did in the run that saved `folder` (its `checkpoints/sft`); a `ConfigError` naming
     `sft.init_from` when `folder` is not such a checkpoint."""
-    from librarian.learner import checkpoint
-    from librarian.learner.errors import LearnerError
-
     try:
         header = checkpoint.read_header(folder)
     except LearnerError as exc:

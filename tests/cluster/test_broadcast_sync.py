@@ -24,8 +24,6 @@ import torch
 
 from librarian.cluster.rollout_worker import BuilderRolloutWorker
 from librarian.models.base import BackendError
-from librarian.models.weight_transfer.gloo import GlooReceiver, GlooWeightSender, check_fits
-from librarian.models.weight_transfer.nccl import pack_plan, packed_buffers, weights_meta
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -38,6 +36,8 @@ def _tensors() -> list[tuple[str, torch.Tensor]]:
 
 
 def test_gloo_sender_and_two_receivers_move_every_tensor_bit_for_bit():
+    from librarian.models.broadcast_sync import GlooReceiver, GlooWeightSender
+    from librarian.models.vllm_nccl import pack_plan, weights_meta
 
     named = _tensors()
     meta = weights_meta(named)
@@ -69,7 +69,9 @@ def test_gloo_sender_and_two_receivers_move_every_tensor_bit_for_bit():
 
 
 def test_a_mismatched_tensor_list_is_refused_naming_the_tensor():
+    from librarian.models.broadcast_sync import check_fits
     from librarian.models.hf import tiny_llama
+    from librarian.models.vllm_nccl import packed_buffers, weights_meta
 
     named = _tensors()
     meta = weights_meta(named)
@@ -167,7 +169,7 @@ def test_one_step_then_publish_gives_every_worker_the_learners_weights(session):
     s = session
     assert isinstance(s.sync, BroadcastSync) and s.sync.transport == "gloo"
     before = ray.get(s.rollouts.workers[0].weights.remote())
-    s.call("step", random_samples(4, seed=0))
+    s.step(random_samples(4, seed=0))
     assert s.publish() == 1 and s.version == 1
     _assert_workers_hold(s, 1)
     after = ray.get(s.rollouts.workers[0].weights.remote())
@@ -187,7 +189,7 @@ def test_a_restarted_worker_pulls_once_and_the_next_publish_rebuilds_the_group(s
 
     s = session
     if s.version < 1:
-        s.call("step", random_samples(4, seed=0))
+        s.step(random_samples(4, seed=0))
         s.publish()
     docs = _docs()
     jobs = [BuildJob(f"x{i}", "c", docs, group_size=1, seed=i, min_version=s.version) for i in range(2)]
@@ -195,7 +197,7 @@ def test_a_restarted_worker_pulls_once_and_the_next_publish_rebuilds_the_group(s
     assert s.rollouts.failures == 1
     assert all(r.policy_version == s.version for recs in batch.values() for r in recs)
     rebuilds = s.sync.rebuilds
-    s.call("step", random_samples(4, seed=1))
+    s.step(random_samples(4, seed=1))
     assert s.publish() == 2 and s.sync.rebuilds == rebuilds + 1
     _assert_workers_hold(s, 2)
 
@@ -211,7 +213,7 @@ def test_a_restarted_worker_pulls_once_and_the_next_publish_rebuilds_the_group(s
                 break
         except ray.exceptions.RayActorError:
             time.sleep(0.5)
-    s.call("step", random_samples(4, seed=2))
+    s.step(random_samples(4, seed=2))
     assert s.publish() == 3 and s.sync.rebuilds == rebuilds + 2
     _assert_workers_hold(s, 3)
 

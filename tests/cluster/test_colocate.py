@@ -124,7 +124,7 @@ def test_full_weights_by_ipc_and_sleep_level_2_load():
 
 # --- placement groups and IPC --------------------------------------------------------------------------------
 def test_a_colocated_topology_holds_one_bundle_per_pair_each_member_asking_half_its_gpu():
-    from librarian.cluster.learner_group import reserve_learners
+    from librarian.cluster.learner_start import reserve_learners
     from librarian.cluster.topology import RayConfig, Resources, Topology
 
     topo = Topology(RayConfig(learner_cpus=2, learner_gpus=1), Resources(1, 1), 2, colocate=True)
@@ -209,7 +209,7 @@ def test_engines_sleep_before_the_step_and_wake_before_the_publish(session):
     assert s.colocated and s.topo.bundles() == [{"CPU": 1.0}]  # one bundle: the learner and worker 0
     assert s.publish() == 0
     assert _state(s) == (False, 0, -1)  # (asleep, wakes, weights version: loaded lazily, with a job)
-    s.call("step", random_samples(4, seed=0))
+    s.step(random_samples(4, seed=0))
     assert s.asleep and _state(s) == (True, 0, -1)  # asleep while the learner stepped
     with pytest.raises(Exception, match="reached a sleeping rollout engine"):
         s.rollouts.run([_job(s, "early")], s.sync.box)  # nothing samples from a sleeping engine
@@ -229,7 +229,7 @@ def test_a_learner_call_past_its_limit_names_the_call_the_actor_and_the_key(sess
     try:
         with pytest.raises(CallTimeoutError, match=r"learner call step\(\) on LearnerActor [0-9a-f]{8} did not finish "
                                                     r"within 0.01 s; raise learner.call_timeout_s"):
-            s.call("step", random_samples(4, seed=1))
+            s.step(random_samples(4, seed=1))
     finally:
         s.learner_cfg.call_timeout_s = limit
     assert s.publish() >= 1 and _state(s)[0] is False  # the run can go on (or save and stop) after the error

@@ -49,11 +49,11 @@ def ray_session():
 def start(cfg: LearnerConfig):
     """A learner (group) through the pipelines' entry point, in a placement group of its own."""
     from librarian.cluster import topology
-    from librarian.cluster.learner_actor import LearnerActor
+    from librarian.cluster.learner_start import start_learner
 
     topo = topology.Topology(topology.RayConfig(learner_cpus=1), topology.Resources(0.1), 1)
     topo.reserve()
-    return LearnerActor.start(topo, BACKEND, OPTIONS, cfg, 1), topo
+    return start_learner(topo, BACKEND, OPTIONS, cfg, 1), topo
 
 
 def weights(learner) -> dict:

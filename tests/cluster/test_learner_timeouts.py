@@ -4,7 +4,7 @@ Actors whose methods sleep past a tiny limit stand in for a learner stuck in an 
 publish (`WeightSync.publish`), a missed worker's pull (`resolve`), a broadcast group's set-up
 (`BroadcastSync.open`) and a learner group's ranks (`LearnerGroup._all`) each fail after their limit with the
 project's own error naming the call, the actor and the config key; a learner group stops its ranks and refuses
-work until `recover()`, as after a rank's failure. `RLSession.call` on a real learner is in test_colocate.py.
+work until `recover()`, as after a rank's failure. `RLSession.step` past its limit on a real learner is in test_colocate.py.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def test_call_all_times_out_too(ray_session):
 def test_a_placement_group_ray_cannot_place_names_its_bundles(ray_session):
     from ray.util.placement_group import placement_group_table
 
-    from librarian.cluster.learner_group import reserve_learners
+    from librarian.cluster.learner_start import reserve_learners
     from librarian.cluster.topology import RayConfig, Resources, Topology, TopologyError
 
     gpu = Topology(RayConfig(learner_cpus=1, learner_gpus=1, reserve_timeout_s=1.5), Resources(0.5), 1)

@@ -62,7 +62,7 @@ def test_a_trial_asks_for_what_its_cells_session_reserves(tmp_path):
     from ray.util.placement_group import placement_group_table
 
     from librarian.cluster import ProbePool
-    from librarian.cluster.learner_group import reserve_learners
+    from librarian.cluster.learner_start import reserve_learners
     from librarian.cluster.topology import Resources, Topology
     from librarian.pipelines.builder_config import TrainBuilderConfig
 

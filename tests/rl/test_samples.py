@@ -71,7 +71,7 @@ def test_a_step_at_lr_zero_neither_updates_nor_publishes(monkeypatch, lr, update
     from librarian.rl import loop
 
     calls = []
-    session = SimpleNamespace(version=3, call=lambda name, samples: calls.append(name) or {"loss": 0.5},
+    session = SimpleNamespace(version=3, step=lambda samples: calls.append("step") or {"loss": 0.5},
                               publish=lambda: calls.append("publish"))
     task = SimpleNamespace(turn_rewards=lambda recs: ([[1.0]] * len(recs), [None] * len(recs)),
                            metrics=lambda scored: {"reward": 1.0})
