@@ -166,8 +166,8 @@ def main() -> int:
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     from librarian.config import load_config, to_plain
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.builder_corpora import task_corpora
+    from librarian.pipelines.builder.config import TrainBuilderConfig
+    from librarian.pipelines.builder.corpora import task_corpora
 
     started = time.perf_counter()
     cfg = load_config(TrainBuilderConfig, args.overrides, config_file=args.config)

@@ -54,8 +54,8 @@ EXAM_NAMES = {"flat": "flat", "scripted": "scripted_builder", "trained": "traine
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
     from librarian.config import load_config
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.train_builder import check, run
+    from librarian.pipelines.builder.config import TrainBuilderConfig
+    from librarian.pipelines.builder.train import check, run
 
     cfg = load_config(TrainBuilderConfig, [*overrides, f"out_dir={out}"], config_file=config)
     check(cfg)
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 def resolved(config: str, overrides: list[str]) -> dict[str, Any]:
     """The run's resolved config as plain data (what `control_overrides` reads)."""
     from librarian.config import load_config, to_plain
-    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder.config import TrainBuilderConfig
 
     return to_plain(load_config(TrainBuilderConfig, overrides, config_file=config))
 

@@ -59,13 +59,13 @@ DEFAULT_CONFIG = "configs/researcher_learning.yaml"
 def load(config: str, overrides: list[str]) -> Any:
     """The researcher config the benchmark runs (the file plus the overrides)."""
     from librarian.config import load_config
-    from librarian.pipelines.researcher_config import TrainResearcherConfig
+    from librarian.pipelines.researcher.config import TrainResearcherConfig
 
     return load_config(TrainResearcherConfig, overrides, config_file=config)
 
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
-    from librarian.pipelines.train_researcher import check, run
+    from librarian.pipelines.researcher.train import check, run
 
     cfg = load(config, [*overrides, f"out_dir={out}"])
     check(cfg)

@@ -68,8 +68,8 @@ def main() -> int:
     import ray
 
     from librarian.config import load_config
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.train_builder import run
+    from librarian.pipelines.builder.config import TrainBuilderConfig
+    from librarian.pipelines.builder.train import run
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

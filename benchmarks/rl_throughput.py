@@ -49,8 +49,8 @@ FAST = ["rollout.backend=vllm",
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
     from librarian.config import load_config
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.train_builder import check, run
+    from librarian.pipelines.builder.config import TrainBuilderConfig
+    from librarian.pipelines.builder.train import check, run
 
     cfg = load_config(TrainBuilderConfig, [*overrides, f"out_dir={out}"], config_file=config)
     check(cfg)

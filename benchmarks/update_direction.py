@@ -74,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     from librarian.evaluation.exam import ExamRunner, run_local
     from librarian.learner import Learner
     from librarian.learner.sft import fine_tune
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.builder_corpora import task_corpora, teacher_corpora
-    from librarian.pipelines.builder_steps import BuilderTask, initial_utilities, teacher_samples
+    from librarian.pipelines.builder.config import TrainBuilderConfig
+    from librarian.pipelines.builder.corpora import task_corpora, teacher_corpora
+    from librarian.pipelines.builder.steps import BuilderTask, initial_utilities, teacher_samples
     from librarian.rewards.construction import ProbeService
     from librarian.rl.samples import policy_samples
     from librarian.rl.task import Scored

@@ -18,15 +18,15 @@ from collections.abc import Sequence
 
 # name -> ("module:function", one-line summary)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("librarian.pipelines.demo:main", "the whole system at toy scale on one CPU machine"),
+    "demo": ("librarian.pipelines.demo.demo:main", "the whole system at toy scale on one CPU machine"),
     "data": ("librarian.datasets.cli:main", "generate or convert a dataset to Parquet"),
-    "train_builder": ("librarian.pipelines.train_builder:main", "Librarian Agents: builder RL with dense telescoping rewards"),
-    "train_curator": ("librarian.pipelines.train_curator:main", "KBGym supervised curation (forward/backward passes)"),
-    "train_researcher": ("librarian.pipelines.train_researcher:main", "JAM: verified-trajectory SFT then hint-guided GRPO"),
-    "evaluate": ("librarian.pipelines.evaluate:main", "exams, baselines, metrics and plots"),
-    "evaluate_memory": ("librarian.pipelines.evaluate_memory:main", "JAM: the researcher's arms on Memory-Gym or benchmark files"),
-    "evaluate_online": ("librarian.pipelines.evaluate_online:main", "online curation: a prequential stream, rho per window"),
-    "ablate": ("librarian.pipelines.ablate:main", "sweeps of ablations across nodes"),
+    "train_builder": ("librarian.pipelines.builder.train:main", "Librarian Agents: builder RL with dense telescoping rewards"),
+    "train_curator": ("librarian.pipelines.curator.train:main", "KBGym supervised curation (forward/backward passes)"),
+    "train_researcher": ("librarian.pipelines.researcher.train:main", "JAM: verified-trajectory SFT then hint-guided GRPO"),
+    "evaluate": ("librarian.pipelines.evaluate.evaluate:main", "exams, baselines, metrics and plots"),
+    "evaluate_memory": ("librarian.pipelines.evaluate.memory:main", "JAM: the researcher's arms on Memory-Gym or benchmark files"),
+    "evaluate_online": ("librarian.pipelines.evaluate.online:main", "online curation: a prequential stream, rho per window"),
+    "ablate": ("librarian.pipelines.ablate.sweep:main", "sweeps of ablations across nodes"),
     "plan": ("librarian.pipelines.plan_job:main", "place a job on a cluster file and check its GPU memory, starting nothing"),
     "build": ("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
     "ask": ("librarian.app.ask:main", "answer questions over a workspace with a reader role"),

@@ -45,8 +45,8 @@ LIBRARIAN = [sys.executable, "-m", "librarian.cli"]
 
 def _schemas() -> dict[str, type]:
     """Every pipeline command and its config schema."""
-    from librarian.pipelines.ablate_config import PIPELINES, AblateConfig
-    from librarian.pipelines.demo import DemoConfig
+    from librarian.pipelines.ablate.config import PIPELINES, AblateConfig
+    from librarian.pipelines.demo.demo import DemoConfig
 
     out = {name: p.load()[0] for name, p in PIPELINES.items()}
     return {**out, "ablate": AblateConfig, "demo": DemoConfig}

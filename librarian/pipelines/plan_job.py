@@ -26,7 +26,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, describe, load_config, split_args, to_plain
-from librarian.pipelines.ablate_config import PIPELINES, AblateConfig
+from librarian.pipelines.ablate.config import PIPELINES, AblateConfig
 from librarian.planning.cluster_file import load_cluster
 from librarian.planning.job_plan import DEFAULT_CLUSTERS, default_clusters, plan, render
 
@@ -100,8 +100,8 @@ def load_job(files: Sequence[str], overrides: Sequence[str] = (), pipeline: str 
 
 def _sweep(args: list[str]) -> Job:
     """A sweep: every cell validated by its pipeline (as `librarian ablate` does); the first cell planned."""
-    from librarian.pipelines.ablate_config import load, validate
-    from librarian.pipelines.ablate_config import plan as cells_of
+    from librarian.pipelines.ablate.config import load, validate
+    from librarian.pipelines.ablate.config import plan as cells_of
 
     sweep: AblateConfig = load(args)
     cells = validate(sweep, cells_of(sweep), Path(sweep.out_dir))

@@ -94,7 +94,7 @@ def test_a_learner_and_an_engine_on_one_gpu_without_colocate_is_a_problem(one_gp
      "publishes learner rank 0's GPU tensors"),
 ])
 def test_what_a_shared_gpu_cannot_run_is_refused_when_the_config_loads(overrides, expect):
-    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder.config import TrainBuilderConfig
 
     with pytest.raises(ConfigError, match=expect):
         load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU] + overrides)
@@ -103,9 +103,8 @@ def test_what_a_shared_gpu_cannot_run_is_refused_when_the_config_loads(overrides
 def test_the_one_gpu_preset_loads_and_names_only_real_engine_options():
     import inspect
 
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-
     from librarian.models.vllm_backend import VLLMBackend
+    from librarian.pipelines.builder.config import TrainBuilderConfig
 
     cfg = load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU])
     accepted = set(inspect.signature(VLLMBackend.__init__).parameters) - {"self"}
@@ -115,7 +114,7 @@ def test_the_one_gpu_preset_loads_and_names_only_real_engine_options():
 
 
 def test_full_weights_by_ipc_and_sleep_level_2_load():
-    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder.config import TrainBuilderConfig
 
     cfg = load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU] + [
         "learner.lora.enabled=false", "rollout.options.weight_transfer=ipc", "rollout.sleep_level=2"])

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from librarian.config import ConfigError, load_config
-from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.researcher_config import TrainResearcherConfig
+from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.researcher.config import TrainResearcherConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 BUILDER = [f"config={CONFIGS / 'train_builder.yaml'}", f"config={CONFIGS / 'cluster.yaml'}"]

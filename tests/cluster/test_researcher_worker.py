@@ -20,7 +20,7 @@ from librarian.cluster.researcher_worker import (
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_arms import build_store
 from librarian.evaluation.memory_tasks import memorygym_task
-from librarian.pipelines.researcher_steps import hint_input
+from librarian.pipelines.researcher.steps import hint_input
 from librarian.rewards.source_recall import source_recall
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -152,9 +152,9 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
     from librarian.cluster.rollout_worker import snapshot
     from librarian.config import load_config
     from librarian.models.constrained import compiler_for
-    from librarian.pipelines.researcher_config import TrainResearcherConfig
-    from librarian.pipelines.researcher_data import build_stores, load_task
-    from librarian.pipelines.researcher_steps import canonical_ref, verify
+    from librarian.pipelines.researcher.config import TrainResearcherConfig
+    from librarian.pipelines.researcher.data import build_stores, load_task
+    from librarian.pipelines.researcher.steps import canonical_ref, verify
     from librarian.roles.definitions import jam_researcher
     from librarian.roles.researcher import ResearchEnv
 

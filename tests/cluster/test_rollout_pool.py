@@ -25,7 +25,7 @@ RAY_CPUS = 4  # the `ray_session` fixture (tests/conftest.py)
 @pytest.fixture(scope="module")
 def corpus():
     from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-    from librarian.pipelines.builder_corpora import make_corpora
+    from librarian.pipelines.builder.corpora import make_corpora
 
     kb = build_kbgym(people=60, seed=1, sizes=SplitSizes(train=30, test_in=20, test_out=10, eval_in=5, eval_out=5))
     return make_corpora(kb, 1, questions=2, docs=8, splits=("train",), seed=1, prefix="c")[0]

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 @pytest.fixture(scope="module")
 def corpus():
     from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-    from librarian.pipelines.builder_corpora import make_corpora
+    from librarian.pipelines.builder.corpora import make_corpora
 
     kb = build_kbgym(people=60, seed=1, sizes=SplitSizes(train=30, test_in=20, test_out=10, eval_in=5, eval_out=5))
     return make_corpora(kb, 1, questions=2, docs=10, splits=("train",), seed=1, prefix="c")[0]
@@ -176,8 +176,8 @@ def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar
     from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
     from librarian.config import load_config
     from librarian.models.constrained import compiler_for
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.builder_corpora import task_corpora
+    from librarian.pipelines.builder.config import TrainBuilderConfig
+    from librarian.pipelines.builder.corpora import task_corpora
     from librarian.roles import ToolContext, ToolEnv, librarian_builder
     from librarian.workspace import Workspace
 

@@ -266,7 +266,7 @@ def config_loader(name: str):
     from librarian.config import load_config
 
     if name == "ablate":
-        from librarian.pipelines.ablate_config import load, plan, validate
+        from librarian.pipelines.ablate.config import load, plan, validate
 
         def load_ablate(args: list[str]):
             cfg = load(args)
@@ -277,10 +277,10 @@ def config_loader(name: str):
     if name == "plan":
         return run_plan
     if name == "demo":
-        from librarian.pipelines.demo import DemoConfig
+        from librarian.pipelines.demo.demo import DemoConfig
 
         return lambda args: load_config(DemoConfig, args)
-    from librarian.pipelines.ablate_config import PIPELINES
+    from librarian.pipelines.ablate.config import PIPELINES
 
     if name not in PIPELINES:
         raise CommandError(f"no config loader is known for `librarian {name}` (not a pipeline command)")

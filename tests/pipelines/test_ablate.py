@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, load_config
-from librarian.pipelines import ablate_config as ac
-from librarian.pipelines import ablate_report as rep
-from librarian.pipelines.ablate_config import AblateConfig
+from librarian.pipelines.ablate import config as ac
+from librarian.pipelines.ablate import report as rep
+from librarian.pipelines.ablate.config import AblateConfig
 from tests.tracking.conftest import mlflow_server  # noqa: F401 - the real MLflow server fixture
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -114,9 +114,9 @@ def test_validated_cells_carry_out_dir_and_tracking(tmp_path):
 
 
 def test_tracking_keys_follow_each_pipeline():
-    from librarian.pipelines.builder_config import TrainBuilderConfig
-    from librarian.pipelines.evaluate import EvaluateConfig
-    from librarian.pipelines.train_curator import TrainCuratorConfig
+    from librarian.pipelines.builder.config import TrainBuilderConfig
+    from librarian.pipelines.curator.train import TrainCuratorConfig
+    from librarian.pipelines.evaluate.evaluate import EvaluateConfig
 
     assert ac.tracking_overrides(TrainBuilderConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
     assert ac.tracking_overrides(EvaluateConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
@@ -238,7 +238,7 @@ def test_summary_table_and_plot(tmp_path):
 # --- end to end: the smoke sweep on local Ray, MLflow server -----------------------------------------------
 @pytest.fixture(scope="module")
 def smoke(ray_session, mlflow_server, tmp_path_factory):  # noqa: F811 - the imported fixture
-    from librarian.pipelines.ablate import run
+    from librarian.pipelines.ablate.sweep import run
 
     out = tmp_path_factory.mktemp("ablate") / "sweep"
     args = ["--config", str(ROOT / "configs" / "ablate_smoke.yaml"), f"out_dir={out}",
@@ -347,6 +347,6 @@ def test_every_registered_pipeline_loads(tmp_path):
         cfg = sweep(f"pipeline={name}")
         [cell] = ac.validate(cfg, ac.plan(cfg), tmp_path)
         assert isinstance(cell.config, schema) and cell.config.out_dir == str(tmp_path / "cells" / "base")
-    assert ac.pipeline("librarian.pipelines.train_builder:run").load()[0].__name__ == "TrainBuilderConfig"
+    assert ac.pipeline("librarian.pipelines.builder.train:run").load()[0].__name__ == "TrainBuilderConfig"
     with pytest.raises(ConfigError, match="cannot load librarian.pipelines.nothing:run"):
         ac.pipeline("librarian.pipelines.nothing:run").load()

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from librarian.config import ConfigError
-from librarian.pipelines import ablate_config as ac
-from librarian.pipelines import ablate_search as srch
+from librarian.pipelines.ablate import config as ac
+from librarian.pipelines.ablate import search as srch
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def toy(cfg: ToyConfig) -> dict:
 
 
 def sweep(out: Path, *args: str) -> dict:
-    from librarian.pipelines.ablate import run
+    from librarian.pipelines.ablate.sweep import run
 
     return run(ac.load([f"pipeline={TOY}", f"out_dir={out}", "n_boot=100", *args]))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from librarian.pipelines.builder_exam import utility_figures
+from librarian.pipelines.builder.exam import utility_figures
 from librarian.rl.samples import nonzero_group_fraction, valid_call_rate
 from librarian.roles.trajectory import Trajectory, TurnRecord
 
@@ -67,7 +67,7 @@ def test_filtering_flat_groups_keeps_the_other_groups_samples_and_advantages_unc
 
 
 def test_sft_keeps_teacher_builds_that_stopped_or_spent_their_budget_on_a_gain():
-    from librarian.pipelines.builder_steps import sft_verified
+    from librarian.pipelines.builder.steps import sft_verified
 
     assert sft_verified("done", 0.0, 0.0) and sft_verified("done", 0.5, 0.0)
     assert sft_verified("budget", 1.0, 0.0) and not sft_verified("budget", 0.0, 0.0)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from librarian.config import load_config
-from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.builder_corpora import (
+from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.builder.corpora import (
     CorpusError,
     make_corpora,
     sft_corpora,

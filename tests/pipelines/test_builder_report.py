@@ -7,7 +7,7 @@ import json
 import re
 from html.parser import HTMLParser
 
-from librarian.pipelines.builder_report import write_outputs
+from librarian.pipelines.builder.report import write_outputs
 
 from ..evaluation.builder_results import builder_results, write_trajectories
 
@@ -91,7 +91,7 @@ def test_report_of_a_builder_that_helped_names_the_difference(tmp_path) -> None:
 
 def test_learning_curves_have_one_quantity_per_panel_and_mark_steps_without_signal(tmp_path, monkeypatch) -> None:
     import librarian.evaluation.plots as plots
-    import librarian.pipelines.builder_curves as curves
+    import librarian.pipelines.builder.curves as curves
 
     seen = []
     real = plots.plot_step_panels

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from librarian.cli import main
-from librarian.pipelines.demo_rl import DEMO_PRESET
+from librarian.pipelines.demo.rl import DEMO_PRESET
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

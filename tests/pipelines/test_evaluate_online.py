@@ -9,8 +9,8 @@ import pytest
 
 from librarian.config import ConfigError, load_config
 from librarian.online.versions import VersionStore
-from librarian.pipelines.evaluate_online import evaluate, main, run
-from librarian.pipelines.online_config import EvaluateOnlineConfig, check
+from librarian.pipelines.evaluate.online import evaluate, main, run
+from librarian.pipelines.evaluate.online_config import EvaluateOnlineConfig, check
 from librarian.workspace import codec as wcodec
 from librarian.workspace import read_trace, replay
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from librarian.models.hf import tiny_llama
-from librarian.pipelines.learning_check import (
+from librarian.pipelines.builder.learning_check import (
     LearningCheck,
     run_learning_check,
     target_reward,

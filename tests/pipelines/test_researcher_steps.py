@@ -10,8 +10,8 @@ from librarian.cluster.researcher_worker import ResearchRecord
 from librarian.config import load_config
 from librarian.learner import LearnerConfig
 from librarian.learner.batch import PolicySample
-from librarian.pipelines.researcher_config import TrainResearcherConfig
-from librarian.pipelines.researcher_steps import (
+from librarian.pipelines.researcher.config import TrainResearcherConfig
+from librarian.pipelines.researcher.steps import (
     ResearcherTask,
     StoreRef,
     clip,

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from librarian.config import load_config
-from librarian.pipelines import ablate_config as ac
+from librarian.pipelines.ablate import config as ac
 
 pytestmark = pytest.mark.slow
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -64,7 +64,7 @@ def test_a_trial_asks_for_what_its_cells_session_reserves(tmp_path):
     from librarian.cluster import ProbePool
     from librarian.cluster.learner_start import reserve_learners
     from librarian.cluster.topology import Resources, Topology
-    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder.config import TrainBuilderConfig
 
     sweep = ac.load(["pipeline=train_builder", f"base.config=[{ROOT / 'configs' / 'train_builder.yaml'}]",
                      "base.overrides=" + str(CELL).replace("'", "")])
@@ -125,7 +125,7 @@ def test_trials_queue_until_the_cluster_holds_them(tmp_path):
 
 
 def test_tune_is_given_no_concurrency_limit_unless_the_sweep_sets_one():
-    from librarian.pipelines import ablate_search as srch
+    from librarian.pipelines.ablate import search as srch
 
     assert srch.tune_config(ac.load([f"pipeline={NAP}"])).max_concurrent_trials is None
     assert srch.tune_config(ac.load([f"pipeline={NAP}", "max_concurrent=3"])).max_concurrent_trials == 3
@@ -134,7 +134,7 @@ def test_tune_is_given_no_concurrency_limit_unless_the_sweep_sets_one():
 def test_a_ray_started_here_refuses_a_cell_it_can_never_hold(tmp_path):
     from librarian.cluster import tune_sweep as ts
     from librarian.config import ConfigError
-    from librarian.pipelines.ablate import run
+    from librarian.pipelines.ablate.sweep import run
 
     assert ts.unfit({"a": {"CPU": 2.0}, "b": {"CPU": 1.0, "GPU": 1.0}}, {"CPU": 2.0}) == [
         "cell 'b' needs {'CPU': 1.0, 'GPU': 1.0} but the Ray cluster has {'CPU': 2.0} (short of {'GPU': 1.0})"]

@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 
 from librarian.config import ConfigError, load_config
-from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.train_builder import check
+from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.builder.train import check
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -33,7 +33,7 @@ RAY_CPUS = 4  # the `ray_session` fixture (tests/conftest.py)
 
 
 def _run(args):
-    from librarian.pipelines.train_builder import run
+    from librarian.pipelines.builder.train import run
 
     return run(load_config(TrainBuilderConfig, BASE + args))
 
@@ -219,7 +219,7 @@ def test_demo_preset_matches_configs_demo_yaml():
 
     from omegaconf import OmegaConf
 
-    from librarian.pipelines.demo_rl import DEMO_PRESET, demo_config
+    from librarian.pipelines.demo.rl import DEMO_PRESET, demo_config
 
     yaml = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
     assert OmegaConf.to_container(OmegaConf.load(yaml)) == DEMO_PRESET

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from librarian.config import ConfigError, load_config
-from librarian.pipelines.researcher_config import TrainResearcherConfig
-from librarian.pipelines.train_researcher import check, main
+from librarian.pipelines.researcher.config import TrainResearcherConfig
+from librarian.pipelines.researcher.train import check, main
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -16,7 +16,7 @@ from collections import defaultdict
 import pytest
 
 from librarian.config import load_config
-from librarian.pipelines.builder_config import TrainBuilderConfig
+from librarian.pipelines.builder.config import TrainBuilderConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -34,7 +34,7 @@ ARGS = ["rollout.options={model: tiny}", "rollout.cpus_per_worker=0.5", "ray.lea
 def result(tmp_path_factory):
     import ray
 
-    from librarian.pipelines.train_builder import run
+    from librarian.pipelines.builder.train import run
 
     out = tmp_path_factory.mktemp("async")
     ray.init(num_cpus=4, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),

@@ -21,7 +21,7 @@ GPU = ["learner.device=cuda", "rollout.options.model=smollm2", "learner.gpu_memo
 
 
 def load(*overrides: str):
-    from librarian.pipelines.builder_config import TrainBuilderConfig
+    from librarian.pipelines.builder.config import TrainBuilderConfig
 
     return load_config(TrainBuilderConfig, BUILDER + list(overrides))
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from librarian.config import ConfigError, load_config
-from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.researcher_config import TrainResearcherConfig
+from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.researcher.config import TrainResearcherConfig
 from librarian.rl.samples import StaleError, keep_fresh
 from librarian.rl.task import Scored, job_seed, rotation
 

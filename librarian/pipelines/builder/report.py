@@ -11,7 +11,7 @@ from typing import Any
 
 from librarian.evaluation.builder_findings import pair_verdict, run_findings, store_name, unchanged_corpora
 from librarian.evaluation.report import markdown_table, write_report
-from librarian.pipelines.builder_curves import plot_curves
+from librarian.pipelines.builder.curves import plot_curves
 
 log = logging.getLogger("librarian.train_builder")
 

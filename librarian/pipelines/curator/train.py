@@ -104,8 +104,8 @@ def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     from librarian.datasets import flat_documents
     from librarian.datasets.source import load_source, require_splits
     from librarian.evaluation.metrics.coverage import coverage_readings
-    from librarian.pipelines.curator_exams import as_rows, compare, freeze, per_class, run_exam, summarize
-    from librarian.pipelines.curator_report import plot_learning_curve, results_table, template_table
+    from librarian.pipelines.curator.exams import as_rows, compare, freeze, per_class, run_exam, summarize
+    from librarian.pipelines.curator.report import plot_learning_curve, results_table, template_table
     from librarian.rewards.scoring import score_answer
     from librarian.roles import ToolContext, ToolEnv, kbgym_curator, kbgym_reader, run_episode
     from librarian.roles.kbgym_passes import backward_task, forward_task, outcome

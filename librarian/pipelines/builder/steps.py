@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from librarian.cluster.rollout_worker import BuildJob, snapshot
-from librarian.pipelines.builder_corpora import Corpus
+from librarian.pipelines.builder.corpora import Corpus
 from librarian.rewards.construction import ProbeService, RolloutRewards, fold_tokenless, rollout_rewards
 from librarian.rl.samples import valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation

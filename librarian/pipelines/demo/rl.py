@@ -20,7 +20,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from librarian.pipelines.builder_config import TrainBuilderConfig
+from librarian.pipelines.builder.config import TrainBuilderConfig
 
 log = logging.getLogger("librarian.demo")
 
@@ -54,7 +54,7 @@ def demo_config(out_dir: str | None = None, overrides: dict[str, Any] | None = N
 
 def run_rl_demo(cfg: TrainBuilderConfig | None = None) -> dict[str, Any]:
     """Train and examine the builder with the demo preset (or `cfg`); returns the results.json figures."""
-    from librarian.pipelines.train_builder import run
+    from librarian.pipelines.builder.train import run
 
     cfg = cfg or demo_config()
     started = time.perf_counter()

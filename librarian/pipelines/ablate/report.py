@@ -211,7 +211,7 @@ class ChildRuns:
         """Log the cell's metrics to its latest run (a driver-made run when the pipeline made none)."""
         from mlflow.entities import Metric, Param
 
-        from librarian.pipelines.ablate_trial import cell_tags
+        from librarian.pipelines.ablate.trial import cell_tags
 
         runs = self.find(cell["name"])
         for earlier in runs[:-1]:  # a retried cell's attempts that died with their run open

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from librarian.cluster.researcher_worker import ResearchRecord
-from librarian.pipelines.researcher_data import memo_fn
-from librarian.pipelines.researcher_steps import StoreRef, eval_jobs, exhausted, rounds
+from librarian.pipelines.researcher.data import memo_fn
+from librarian.pipelines.researcher.steps import StoreRef, eval_jobs, exhausted, rounds
 from librarian.rewards.exploration import answer_in_context
 from librarian.rewards.source_recall import source_recall
 from librarian.rl.samples import valid_call_rate

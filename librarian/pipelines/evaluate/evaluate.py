@@ -177,8 +177,8 @@ def _curated(cfg: EvaluateConfig, out: Path) -> tuple[Any, int, dict]:
         trace = Path(cfg.curated.snapshot) / "trace.parquet"
         ops = [e.op for e in read_trace(trace)] if trace.is_file() else []
         return ws, written_tokens(ops), {"source": cfg.curated.snapshot}
-    from librarian.pipelines.train_curator import PolicyConfig, TrainCuratorConfig
-    from librarian.pipelines.train_curator import run as train
+    from librarian.pipelines.curator.train import PolicyConfig, TrainCuratorConfig
+    from librarian.pipelines.curator.train import run as train
 
     run_dir = out / "train_curator"
     curator = PolicyConfig(backend=cfg.curated.curator.get("backend", "scripted"),

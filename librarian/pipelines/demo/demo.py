@@ -31,8 +31,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from librarian.config import to_plain
-from librarian.pipelines.demo_jam import JamDemoConfig
-from librarian.pipelines.demo_summary import demo_summary
+from librarian.pipelines.demo.jam import JamDemoConfig
+from librarian.pipelines.demo.summary import demo_summary
 from librarian.redact import redact
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
@@ -210,7 +210,7 @@ def run_all(cfg: DemoConfig) -> dict:
 
 def run_jam_part(cfg: DemoConfig, results: dict) -> dict:
     """Part 2: JAM memory into `out_dir/jam`; its headline figures join `out_dir/results.json`."""
-    from librarian.pipelines.demo_jam import run_jam_demo
+    from librarian.pipelines.demo.jam import run_jam_demo
 
     jam = run_jam_demo(cfg.memory, Path(cfg.out_dir) / "jam")
     merged = {**results, "jam": {k: v for k, v in jam.items() if k != "arms"}}
@@ -223,7 +223,7 @@ def run_rl_part(cfg: DemoConfig, curation: dict, started: float) -> dict:
 
     Merges its figures (`grpo_steps`, `rows`, `wall_s`) into `out_dir/results.json`.
     """
-    from librarian.pipelines.demo_rl import demo_config, run_rl_demo
+    from librarian.pipelines.demo.rl import demo_config, run_rl_demo
 
     rl = run_rl_demo(demo_config(str(Path(cfg.out_dir) / "rl"), dict(cfg.rl_overrides)))
     merged = {**curation, "grpo_steps": rl["grpo_steps"], "rows": rl["rows_brief"], "wall_s": time.perf_counter() - started,

@@ -27,7 +27,7 @@ from typing import Any
 
 from librarian.config import ConfigError, to_plain
 from librarian.pipelines.entry import write_resolved_config
-from librarian.pipelines.researcher_config import ArmsEvalSection
+from librarian.pipelines.researcher.config import ArmsEvalSection
 from librarian.redact import redact
 
 log = logging.getLogger("librarian.evaluate_memory")
@@ -100,7 +100,7 @@ def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
     from librarian.evaluation.memory_eval import evaluate_researcher
     from librarian.evaluation.memory_report import arm_findings, arms_markdown, plot_arms
     from librarian.models import make_backend
-    from librarian.pipelines.researcher_report import write_atomic
+    from librarian.pipelines.researcher.report import write_atomic
     from librarian.tracking import Tracker
 
     check(cfg)

@@ -32,11 +32,11 @@ from typing import Any
 
 from librarian.cluster.researcher_worker import ResearcherRolloutWorker
 from librarian.pipelines.entry import pipeline_main
-from librarian.pipelines.researcher_config import TrainResearcherConfig
-from librarian.pipelines.researcher_data import build_stores, load_task
-from librarian.pipelines.researcher_eval import evaluate, summarize
-from librarian.pipelines.researcher_report import write_outputs
-from librarian.pipelines.researcher_steps import ResearcherTask, store_ref, teacher_samples
+from librarian.pipelines.researcher.config import TrainResearcherConfig
+from librarian.pipelines.researcher.data import build_stores, load_task
+from librarian.pipelines.researcher.eval import evaluate, summarize
+from librarian.pipelines.researcher.report import write_outputs
+from librarian.pipelines.researcher.steps import ResearcherTask, store_ref, teacher_samples
 from librarian.rl import Trainer, check
 
 log = logging.getLogger("librarian.train_researcher")

@@ -29,11 +29,11 @@ import logging
 from typing import Any
 
 from librarian.cluster.rollout_worker import BuilderRolloutWorker
-from librarian.pipelines.builder_config import TrainBuilderConfig
-from librarian.pipelines.builder_corpora import task_corpora, teacher_corpora
-from librarian.pipelines.builder_exam import policy_builds, run_exam
-from librarian.pipelines.builder_report import write_outputs
-from librarian.pipelines.builder_steps import BuilderTask, initial_utilities, teacher_samples
+from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.builder.corpora import task_corpora, teacher_corpora
+from librarian.pipelines.builder.exam import policy_builds, run_exam
+from librarian.pipelines.builder.report import write_outputs
+from librarian.pipelines.builder.steps import BuilderTask, initial_utilities, teacher_samples
 from librarian.pipelines.entry import pipeline_main
 from librarian.rewards.construction import ProbeService
 from librarian.rl import Trainer, check

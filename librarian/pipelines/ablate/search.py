@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from librarian.config import ConfigError
-from librarian.pipelines.ablate_config import AblateConfig, Cell
+from librarian.pipelines.ablate.config import AblateConfig, Cell
 
 DISTRIBUTIONS = ("uniform", "quniform", "loguniform", "qloguniform", "randn", "qrandn", "randint", "qrandint",
                  "lograndint", "qlograndint", "choice")

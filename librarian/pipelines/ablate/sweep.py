@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from librarian.config import ConfigError, to_plain, write_config
-from librarian.pipelines.ablate_config import AblateConfig, Cell
+from librarian.pipelines.ablate.config import AblateConfig, Cell
 from librarian.redact import redact
 
 log = logging.getLogger("librarian.ablate")
@@ -78,8 +78,8 @@ def cell_records(cfg: AblateConfig, cells: list[Cell], grid: Any, attempts: list
                  out: Path) -> list[dict[str, Any]]:
     """One record per trial, in plan order: status, attempts, errors, metrics; finished cells' results saved."""
     from librarian.cluster.tune_sweep import DONE_KEY
-    from librarian.pipelines.ablate_report import cell_metrics
-    from librarian.pipelines.ablate_search import trial_cell
+    from librarian.pipelines.ablate.report import cell_metrics
+    from librarian.pipelines.ablate.search import trial_cell
 
     order = {c.name: i for i, c in enumerate(cells)}
     records = []
@@ -124,10 +124,10 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
     from librarian.cluster import topology
     from librarian.cluster import tune_sweep as ts
     from librarian.cluster.ray_init import cluster_address
-    from librarian.pipelines import ablate_config as ac
-    from librarian.pipelines import ablate_report as rep
-    from librarian.pipelines import ablate_search as srch
-    from librarian.pipelines.ablate_trial import TrialPlan, cell_config, run_trial
+    from librarian.pipelines.ablate import config as ac
+    from librarian.pipelines.ablate import report as rep
+    from librarian.pipelines.ablate import search as srch
+    from librarian.pipelines.ablate.trial import TrialPlan, cell_config, run_trial
     from librarian.tracking import Tracker
 
     ac.check(cfg)
@@ -255,7 +255,7 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian ablate [--config FILE] [key=value ...]`; exit 1 when a cell failed."""
-    from librarian.pipelines.ablate_config import load
+    from librarian.pipelines.ablate.config import load
     from librarian.pipelines.entry import pipeline_main
 
     def code(results: dict[str, Any]) -> int:

@@ -44,7 +44,7 @@ def cell_tags(name: str, overrides: Mapping[str, Any]) -> dict[str, str]:
 def cell_config(plan: TrialPlan, name: str, overrides: Mapping[str, Any]) -> Any:
     """The pipeline's config of a cell, validated by the pipeline's `load_config` and check."""
     from librarian.config import load_config
-    from librarian.pipelines.ablate_config import pipeline, render
+    from librarian.pipelines.ablate.config import pipeline, render
 
     schema, _, check = pipeline(plan.pipeline).load()
     forced = {**plan.forced, "out_dir": str(Path(plan.cells_dir) / name)}
@@ -58,9 +58,9 @@ def run_trial(config: dict, plan: TrialPlan) -> dict[str, Any]:
     """Run the cell of a trial (see the module docstring)."""
     from ray import tune
 
-    from librarian.pipelines.ablate_config import pipeline
-    from librarian.pipelines.ablate_report import cell_metrics
-    from librarian.pipelines.ablate_search import trial_cell
+    from librarian.pipelines.ablate.config import pipeline
+    from librarian.pipelines.ablate.report import cell_metrics
+    from librarian.pipelines.ablate.search import trial_cell
 
     name, _, overrides = trial_cell(config, tune.get_context().get_trial_id())
     os.environ.update({**plan.env, "LIBRARIAN_RUN_TAGS": json.dumps(cell_tags(name, overrides))})

@@ -40,7 +40,7 @@ from librarian.datasets.records import DatasetError, Question
 from librarian.online.curation import Logged, Reask, Reasked, Served, held_back
 from librarian.online.policy import loop_config, make_policy
 from librarian.online.workspace import OnlineWorkspace
-from librarian.pipelines.online_config import EvaluateOnlineConfig, check
+from librarian.pipelines.evaluate.online_config import EvaluateOnlineConfig, check
 from librarian.redact import redact
 
 log = logging.getLogger("librarian.evaluate_online")
@@ -140,7 +140,7 @@ def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     """The prequential run (see the module docstring); returns the figures written to results.json."""
     from librarian.datasets import flat_documents
     from librarian.datasets.source import load_source
-    from librarian.pipelines.online_report import compare, crossover, plot, windows
+    from librarian.pipelines.evaluate.online_report import compare, crossover, plot, windows
     from librarian.rewards.scoring import score_answer
 
     check(cfg)

@@ -1,0 +1,1 @@
+"""`librarian train_builder`: the Librarian builder trained with RL on dense telescoping rewards."""

@@ -1,0 +1,1 @@
+"""`librarian train_curator`: KBGym supervised curation, forward and backward passes (paper 001)."""

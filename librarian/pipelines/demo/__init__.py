@@ -1,0 +1,1 @@
+"""`librarian demo`: the whole system at toy scale on one CPU machine."""

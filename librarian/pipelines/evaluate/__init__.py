@@ -1,0 +1,1 @@
+"""`librarian evaluate`, `evaluate_memory`, `evaluate_online`: exams, baselines, arms and prequential streams."""
