@@ -27,9 +27,9 @@ from librarian.learner import Learner
 from librarian.learner.sft import fine_tune, mean_nll
 from librarian.learner.weights import WeightsPayload, device_state, full_weights, full_weights_meta
 from librarian.models import make_backend
-from librarian.models.broadcast_sync import make_sender
-from librarian.models.vllm_nccl import BUFFER_BYTES, meta_of, update_info
-from librarian.models.vllm_sync import cuda_ipc_handles, this_node
+from librarian.models.weight_transfer.gloo import make_sender
+from librarian.models.weight_transfer.nccl import BUFFER_BYTES, meta_of, update_info
+from librarian.models.weight_transfer.payloads import cuda_ipc_handles, this_node
 
 
 class LearnerActor:
@@ -123,7 +123,7 @@ class LearnerActor:
 
     def sync_open(self, sizes: list[int], transport: str, buffer_bytes: int = 0, timeout_s: float = 1800.0
                   ) -> list[dict]:
-        """Rank 0: a new broadcast sender (`broadcast_sync.make_sender`) for receivers of `sizes` ranks each (the
+        """Rank 0: a new broadcast sender (`weight_transfer.gloo.make_sender`) for receivers of `sizes` ranks each (the
         previous one closed); each receiver's join payload. Other ranks: []."""
         import ray
 

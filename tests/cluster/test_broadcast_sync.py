@@ -24,6 +24,8 @@ import torch
 
 from librarian.cluster.rollout_worker import BuilderRolloutWorker
 from librarian.models.base import BackendError
+from librarian.models.weight_transfer.gloo import GlooReceiver, GlooWeightSender, check_fits
+from librarian.models.weight_transfer.nccl import pack_plan, packed_buffers, weights_meta
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -36,8 +38,6 @@ def _tensors() -> list[tuple[str, torch.Tensor]]:
 
 
 def test_gloo_sender_and_two_receivers_move_every_tensor_bit_for_bit():
-    from librarian.models.broadcast_sync import GlooReceiver, GlooWeightSender
-    from librarian.models.vllm_nccl import pack_plan, weights_meta
 
     named = _tensors()
     meta = weights_meta(named)
@@ -69,9 +69,7 @@ def test_gloo_sender_and_two_receivers_move_every_tensor_bit_for_bit():
 
 
 def test_a_mismatched_tensor_list_is_refused_naming_the_tensor():
-    from librarian.models.broadcast_sync import check_fits
     from librarian.models.hf import tiny_llama
-    from librarian.models.vllm_nccl import packed_buffers, weights_meta
 
     named = _tensors()
     meta = weights_meta(named)
