@@ -30,8 +30,8 @@ from librarian.datasets.records import Question
 from librarian.evaluation.exam import (
     ExamResult,
     ExamRunner,
+    ExamTask,
     ReaderSpec,
-    Task,
     snapshot_bytes,
     snapshot_key,
     tasks_for,
@@ -59,7 +59,7 @@ class AnswererProbeWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def probe(self, key: str, box: list, tasks: Sequence[Task]) -> list[tuple[int, ExamResult]]:
+    def probe(self, key: str, box: list, tasks: Sequence[ExamTask]) -> list[tuple[int, ExamResult]]:
         """Run `tasks` on the snapshot `key`; `box[0]` is its object reference, fetched on a cache miss."""
         if not self.runner.has(key):
             import ray

@@ -24,7 +24,7 @@ from librarian.workspace import SnapshotView, Workspace, codec
 
 READ_TOOLS = frozenset({"read", "open"})
 ROLES = ("kbgym", "librarian")
-Task = tuple[int, Question, int]  # (position, question, repeat)
+ExamTask = tuple[int, Question, int]  # (position, question, repeat)
 
 
 class ExamError(ValueError):
@@ -97,7 +97,7 @@ def snapshot_key(data: bytes) -> str:
     return codec.table_content_hash(codec.table_from_ipc_bytes(data, "IPC bytes"))
 
 
-def tasks_for(questions: Sequence[Question], repeats: int = 1) -> list[Task]:
+def tasks_for(questions: Sequence[Question], repeats: int = 1) -> list[ExamTask]:
     """One task per (question, repeat), positions in order."""
     if repeats < 1:
         raise ExamError(f"repeats must be >= 1, got {repeats}")
@@ -143,7 +143,7 @@ class ExamRunner:
             if old is not None:
                 old.close()
 
-    def run(self, key: str, tasks: Sequence[Task]) -> list[tuple[int, ExamResult]]:
+    def run(self, key: str, tasks: Sequence[ExamTask]) -> list[tuple[int, ExamResult]]:
         """The reader on every task over the snapshot `key` (loaded first); (position, result) pairs."""
         from librarian.models.base import SamplingParams
         from librarian.roles import (
