@@ -1,6 +1,6 @@
 """`librarian <command> [args]`: the command-line entry point.
 
-Each command lives in its own module and is imported only when it runs, so
+Each command (`pipelines/registry.py`) lives in its own module and is imported only when it runs, so
 `librarian --help` stays fast and a heavy stack (Ray, torch) loads only for
 the commands that need it.
 
@@ -16,25 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-# name -> ("module:function", one-line summary)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("librarian.pipelines.demo.demo:main", "the whole system at toy scale on one CPU machine"),
-    "data": ("librarian.datasets.cli:main", "generate or convert a dataset to Parquet"),
-    "train_builder": ("librarian.pipelines.builder.train:main", "Librarian Agents: builder RL with dense telescoping rewards"),
-    "train_curator": ("librarian.pipelines.curator.train:main", "KBGym supervised curation (forward/backward passes)"),
-    "train_researcher": ("librarian.pipelines.researcher.train:main", "JAM: verified-trajectory SFT then hint-guided GRPO"),
-    "evaluate": ("librarian.pipelines.evaluate.evaluate:main", "exams, baselines, metrics and plots"),
-    "evaluate_memory": ("librarian.pipelines.evaluate.memory:main", "JAM: the researcher's arms on Memory-Gym or benchmark files"),
-    "evaluate_online": ("librarian.pipelines.evaluate.online:main", "online curation: a prequential stream, rho per window"),
-    "ablate": ("librarian.pipelines.ablate.sweep:main", "sweeps of ablations across nodes"),
-    "plan": ("librarian.pipelines.plan_job:main", "place a job on a cluster file and check its GPU memory, starting nothing"),
-    "build": ("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
-    "ask": ("librarian.app.ask:main", "answer questions over a workspace with a reader role"),
-    "serve": ("librarian.app.serve:main", "serve a workspace over MCP (stdio, HTTP) or an HTTP API"),
-    "rollback": ("librarian.app.rollback:main", "serve an earlier version of a workspace curated online"),
-    "view": ("librarian.app.viewer:main", "write a self-contained HTML viewer of a snapshot"),
-    "diff": ("librarian.app.diff:main", "what changed between two snapshots (text and HTML)"),
-}
+from librarian.pipelines.registry import COMMANDS
 
 
 def _usage() -> str:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from librarian.cli import COMMANDS, main
+from librarian.cli import main
+from librarian.config import describe
+from librarian.pipelines.ablate.config import AblateConfig
+from librarian.pipelines.demo.demo import DemoConfig
+from librarian.pipelines.entry import _shown
+from librarian.pipelines.keys_help import GLOSSARY
+from librarian.pipelines.registry import COMMANDS, PIPELINES
 
 
 def test_help_lists_every_command(capsys) -> None:
@@ -45,9 +51,6 @@ LIBRARIAN = [sys.executable, "-m", "librarian.cli"]
 
 def _schemas() -> dict[str, type]:
     """Every pipeline command and its config schema."""
-    from librarian.pipelines.ablate.config import PIPELINES, AblateConfig
-    from librarian.pipelines.demo.demo import DemoConfig
-
     out = {name: p.load()[0] for name, p in PIPELINES.items()}
     return {**out, "ablate": AblateConfig, "demo": DemoConfig}
 
@@ -64,10 +67,6 @@ def test_every_pipeline_command_has_a_schema() -> None:
 @pytest.mark.parametrize("name", sorted(["train_builder", "train_curator", "train_researcher", "evaluate",
                                          "evaluate_memory", "ablate", "demo"]))
 def test_pipeline_help_lists_every_key_with_default_and_description(name, capsys) -> None:
-    from librarian.config import describe
-    from librarian.pipelines.entry import _shown
-    from librarian.pipelines.keys_help import GLOSSARY
-
     assert main([name, "--help"]) == 0
     lines = capsys.readouterr().out.splitlines()
     docs = describe(_schemas()[name], GLOSSARY)

@@ -4,7 +4,7 @@
         [--cluster infra/ray/cluster.yaml ...] [--pipeline train_builder] [key=value ...]
 
 The pipeline is `--pipeline NAME`, else the one whose config knows the most of the keys the files and the
-`key=value` overrides set (ties go to the first of `ablate_config.PIPELINES`; a sweep config, with `pipeline`
+`key=value` overrides set (ties go to the first of `registry.PIPELINES`; a sweep config, with `pipeline`
 and `base`, is `librarian ablate`). Its config class is built with `load_config` and its check, as `librarian
 <pipeline>` builds it: an unknown key (with the closest valid one), a bad value or an inconsistent setting is
 one line on stderr, naming the pipeline, and exit 2, before anything is placed. A sweep validates every cell,
@@ -26,7 +26,10 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, describe, load_config, split_args, to_plain
-from librarian.pipelines.ablate.config import PIPELINES, AblateConfig
+from librarian.pipelines.ablate.config import AblateConfig, validate
+from librarian.pipelines.ablate.config import load as load_sweep
+from librarian.pipelines.ablate.config import plan as cells_of
+from librarian.pipelines.registry import PIPELINES
 from librarian.planning.cluster_file import load_cluster
 from librarian.planning.job_plan import DEFAULT_CLUSTERS, default_clusters, plan, render
 
@@ -100,10 +103,7 @@ def load_job(files: Sequence[str], overrides: Sequence[str] = (), pipeline: str 
 
 def _sweep(args: list[str]) -> Job:
     """A sweep: every cell validated by its pipeline (as `librarian ablate` does); the first cell planned."""
-    from librarian.pipelines.ablate.config import load, validate
-    from librarian.pipelines.ablate.config import plan as cells_of
-
-    sweep: AblateConfig = load(args)
+    sweep: AblateConfig = load_sweep(args)
     cells = validate(sweep, cells_of(sweep), Path(sweep.out_dir))
     return Job(sweep.pipeline, to_plain(cells[0].config), f"named by the sweep, {len(cells)} cell(s) validated",
                cells[0].name)

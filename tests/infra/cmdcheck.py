@@ -23,6 +23,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from librarian.pipelines import plan_job
+from librarian.pipelines.ablate import config as ablate_config
+from librarian.pipelines.demo.demo import DemoConfig
+from librarian.pipelines.registry import PIPELINES
+
 ROOT = Path(__file__).resolve().parents[2]
 # Where images and the cluster launcher put this checkout (infra/images, infra/ray/cluster.yaml).
 CHECKOUT_ALIASES = ("/opt/librarian", "/home/ray/librarian")
@@ -266,22 +271,16 @@ def config_loader(name: str):
     from librarian.config import load_config
 
     if name == "ablate":
-        from librarian.pipelines.ablate.config import load, plan, validate
-
         def load_ablate(args: list[str]):
-            cfg = load(args)
-            validate(cfg, plan(cfg), Path(cfg.out_dir))  # every cell's pipeline config, as the sweep would
+            cfg = ablate_config.load(args)
+            ablate_config.validate(cfg, ablate_config.plan(cfg), Path(cfg.out_dir))  # every cell's pipeline config, as the sweep would
             return cfg
 
         return load_ablate
     if name == "plan":
         return run_plan
     if name == "demo":
-        from librarian.pipelines.demo.demo import DemoConfig
-
         return lambda args: load_config(DemoConfig, args)
-    from librarian.pipelines.ablate.config import PIPELINES
-
     if name not in PIPELINES:
         raise CommandError(f"no config loader is known for `librarian {name}` (not a pipeline command)")
     schema, _, check = PIPELINES[name].load()
@@ -300,11 +299,10 @@ def run_plan(args: list[str]) -> None:
     import contextlib
     import io
 
-    from librarian.pipelines.plan_job import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        code = main(args)
+        code = plan_job.main(args)
     if code != 0:
         raise CommandError(f"librarian plan exits {code}: " + " | ".join(
             line for line in out.getvalue().splitlines() if line.startswith(("problem:", "librarian plan:"))))

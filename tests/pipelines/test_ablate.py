@@ -16,9 +16,15 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, load_config
+from librarian.pipelines import registry
+from librarian.pipelines.ablate import cells
 from librarian.pipelines.ablate import config as ac
 from librarian.pipelines.ablate import report as rep
 from librarian.pipelines.ablate.config import AblateConfig
+from librarian.pipelines.ablate.sweep import run as run_sweep
+from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.curator.train import TrainCuratorConfig
+from librarian.pipelines.evaluate.evaluate import EvaluateConfig
 from tests.tracking.conftest import mlflow_server  # noqa: F401 - the real MLflow server fixture
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -114,9 +120,6 @@ def test_validated_cells_carry_out_dir_and_tracking(tmp_path):
 
 
 def test_tracking_keys_follow_each_pipeline():
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-    from librarian.pipelines.curator.train import TrainCuratorConfig
-    from librarian.pipelines.evaluate.evaluate import EvaluateConfig
 
     assert ac.tracking_overrides(TrainBuilderConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
     assert ac.tracking_overrides(EvaluateConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
@@ -195,18 +198,18 @@ RESULTS = {"wall_s": 3.0, "ok": True, "history": [{"reward": 0.1}, {"reward": 0.
 
 
 def test_pick_follows_keys_indexes_and_selectors():
-    assert rep.pick(RESULTS, "history.-1.reward") == 0.4
-    assert rep.pick(RESULTS, "rows.name=trained.rho") == 1.2
-    assert rep.pick(RESULTS, "rows.1.f1") == 0.7
+    assert cells.pick(RESULTS, "history.-1.reward") == 0.4
+    assert cells.pick(RESULTS, "rows.name=trained.rho") == 1.2
+    assert cells.pick(RESULTS, "rows.1.f1") == 0.7
     for missing in ("nope", "rows.name=other.f1", "history.7.reward", "wall_s.x", "history.x"):
-        assert rep.pick(RESULTS, missing) is rep.MISSING
+        assert cells.pick(RESULTS, missing) is cells.MISSING
 
 
 def test_cell_metrics_pick_values_and_their_cis():
-    got = rep.cell_metrics(RESULTS, ["rows.name=flat.f1", "rows.name=trained.rho", "history.0.reward", "absent"])
+    got = cells.cell_metrics(RESULTS, ["rows.name=flat.f1", "rows.name=trained.rho", "history.0.reward", "absent"])
     assert got == {"rows.name=flat.f1": 0.5, "rows.name=flat.f1_ci": [0.4, 0.6], "rows.name=trained.rho": 1.2,
                    "rows.name=trained.rho_ci": [1.0, 1.5], "history.0.reward": 0.1}
-    assert rep.cell_metrics(RESULTS, []) == {"wall_s": 3.0}  # top-level numbers (not booleans)
+    assert cells.cell_metrics(RESULTS, []) == {"wall_s": 3.0}  # top-level numbers (not booleans)
 
 
 def _cells():
@@ -238,14 +241,13 @@ def test_summary_table_and_plot(tmp_path):
 # --- end to end: the smoke sweep on local Ray, MLflow server -----------------------------------------------
 @pytest.fixture(scope="module")
 def smoke(ray_session, mlflow_server, tmp_path_factory):  # noqa: F811 - the imported fixture
-    from librarian.pipelines.ablate.sweep import run
 
     out = tmp_path_factory.mktemp("ablate") / "sweep"
     args = ["--config", str(ROOT / "configs" / "ablate_smoke.yaml"), f"out_dir={out}",
             f"tracking_uri={mlflow_server}", "grid={reader.budget: [2, 8]}", "n_boot=200",
             "cells=[{name: broken, overrides: {people: 10}}]"]  # too few people for the splits: fails at run time
-    first = run(ac.load(args))
-    again = run(ac.load([*args, "retries=0"]))  # the same sweep again: Tune resumes it
+    first = run_sweep(ac.load(args))
+    again = run_sweep(ac.load([*args, "retries=0"]))  # the same sweep again: Tune resumes it
     return out, first, again, mlflow_server
 
 
@@ -341,12 +343,12 @@ def test_cli_reads_the_config_and_reports_typos(tmp_path, capsys):
 
 
 def test_every_registered_pipeline_loads(tmp_path):
-    for name, entry in ac.PIPELINES.items():
+    for name, entry in registry.PIPELINES.items():
         schema, run, check = entry.load()
         assert callable(run) and isinstance(schema, type), name
         cfg = sweep(f"pipeline={name}")
         [cell] = ac.validate(cfg, ac.plan(cfg), tmp_path)
         assert isinstance(cell.config, schema) and cell.config.out_dir == str(tmp_path / "cells" / "base")
-    assert ac.pipeline("librarian.pipelines.builder.train:run").load()[0].__name__ == "TrainBuilderConfig"
+    assert registry.pipeline("librarian.pipelines.builder.train:run").load()[0].__name__ == "TrainBuilderConfig"
     with pytest.raises(ConfigError, match="cannot load librarian.pipelines.nothing:run"):
-        ac.pipeline("librarian.pipelines.nothing:run").load()
+        registry.pipeline("librarian.pipelines.nothing:run").load()

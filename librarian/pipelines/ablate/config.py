@@ -1,6 +1,6 @@
 """`librarian ablate`'s config and its expansion into cells (pure functions, no Ray).
 
-A sweep is a `pipeline` (a name in `PIPELINES`, or `module:function`), a
+A sweep is a `pipeline` (a name in `registry.PIPELINES`, or `module:function`), a
 `base` (the pipeline's YAML files and overrides), a `grid` (dotted key ->
 list of values; the cartesian product) and/or explicit `cells` ({name,
 overrides, resources}), optionally replicated over `seeds`, and optionally
@@ -14,12 +14,10 @@ named; `placement` sizes a cell's Ray Tune trial from its config.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import itertools
 import json
 import re
-import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ import yaml
 
 from librarian.cluster.topology import RayConfig
 from librarian.config import ConfigError, load_config
+from librarian.pipelines.registry import pipeline
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 CELL_FIELDS = ("name", "overrides", "resources")
@@ -98,64 +97,6 @@ class AblateConfig:
     tracking_uri: str = ""  # MLflow store ('': $MLFLOW_TRACKING_URI, else a local store under out_dir; cells log there too)
     n_boot: int = 2000
     ray: RayConfig = field(default_factory=RayConfig)
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """A pipeline by name: its run function, its config class (else the run function's annotation), a check."""
-
-    run: str
-    config: str | None = None
-    check: str | None = None
-
-    def load(self) -> tuple[type, Callable[[Any], dict], Callable[[Any], None] | None]:
-        run = _attr(self.run)
-        if self.config:
-            schema = _attr(self.config)
-        else:
-            hints = typing.get_type_hints(run)
-            schema = next(iter(v for k, v in hints.items() if k != "return"), None)
-            if schema is None:
-                raise ConfigError(f"pipeline {self.run}: its run function has no annotated config argument")
-        return schema, run, (_attr(self.check) if self.check else None)
-
-
-PIPELINES: dict[str, Pipeline] = {
-    "train_builder": Pipeline("librarian.pipelines.builder.train:run",
-                              "librarian.pipelines.builder.config:TrainBuilderConfig",
-                              "librarian.pipelines.builder.train:check"),
-    "train_curator": Pipeline("librarian.pipelines.curator.train:run",
-                              "librarian.pipelines.curator.train:TrainCuratorConfig",
-                              "librarian.pipelines.curator.train:_check"),
-    "evaluate": Pipeline("librarian.pipelines.evaluate.evaluate:run", "librarian.pipelines.evaluate.evaluate:EvaluateConfig",
-                         "librarian.pipelines.evaluate.evaluate:_check"),
-    "train_researcher": Pipeline("librarian.pipelines.researcher.train:run",
-                                 "librarian.pipelines.researcher.config:TrainResearcherConfig",
-                                 "librarian.pipelines.researcher.train:check"),
-    "evaluate_memory": Pipeline("librarian.pipelines.evaluate.memory:run",
-                                "librarian.pipelines.evaluate.memory:EvaluateMemoryConfig",
-                                "librarian.pipelines.evaluate.memory:check"),
-    "evaluate_online": Pipeline("librarian.pipelines.evaluate.online:run",
-                                "librarian.pipelines.evaluate.online_config:EvaluateOnlineConfig",
-                                "librarian.pipelines.evaluate.online_config:check"),
-}
-
-
-def _attr(target: str) -> Any:
-    module, _, name = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load {target}: {exc}") from None
-
-
-def pipeline(name: str) -> Pipeline:
-    """The registered pipeline `name`, or `module:function` (its config class from the annotation)."""
-    if name in PIPELINES:
-        return PIPELINES[name]
-    if ":" in name:
-        return Pipeline(name)
-    raise ConfigError(f"unknown pipeline {name!r}; choose from {', '.join(PIPELINES)} or write module:function")
 
 
 # --- overrides and names ----------------------------------------------------------------------------------

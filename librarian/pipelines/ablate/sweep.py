@@ -34,7 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from librarian.config import ConfigError, to_plain, write_config
-from librarian.pipelines.ablate.config import AblateConfig, Cell
+from librarian.pipelines.ablate import config as ac
+from librarian.pipelines.ablate import report as rep
+from librarian.pipelines.ablate import search as srch
+from librarian.pipelines.ablate.cells import cell_metrics
+from librarian.pipelines.ablate.config import AblateConfig, Cell, load
+from librarian.pipelines.ablate.search import trial_cell
+from librarian.pipelines.entry import pipeline_main
+from librarian.pipelines.registry import pipeline
 from librarian.redact import redact
 
 log = logging.getLogger("librarian.ablate")
@@ -78,8 +85,6 @@ def cell_records(cfg: AblateConfig, cells: list[Cell], grid: Any, attempts: list
                  out: Path) -> list[dict[str, Any]]:
     """One record per trial, in plan order: status, attempts, errors, metrics; finished cells' results saved."""
     from librarian.cluster.tune_sweep import DONE_KEY
-    from librarian.pipelines.ablate.report import cell_metrics
-    from librarian.pipelines.ablate.search import trial_cell
 
     order = {c.name: i for i, c in enumerate(cells)}
     records = []
@@ -124,16 +129,13 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
     from librarian.cluster import topology
     from librarian.cluster import tune_sweep as ts
     from librarian.cluster.ray_init import cluster_address
-    from librarian.pipelines.ablate import config as ac
-    from librarian.pipelines.ablate import report as rep
-    from librarian.pipelines.ablate import search as srch
-    from librarian.pipelines.ablate.trial import TrialPlan, cell_config, run_trial
+    from librarian.pipelines.ablate.trial import TrialPlan, cell_config, run_trial  # Ray Tune: not for --help
     from librarian.tracking import Tracker
 
     ac.check(cfg)
     started = time.perf_counter()
     out = Path(cfg.out_dir).resolve()
-    schema, _, _ = ac.pipeline(cfg.pipeline).load()
+    schema, _, _ = pipeline(cfg.pipeline).load()
     cells = ac.plan(cfg)
     ac.validate(cfg, cells, out)  # every key checked before anything starts
     if cfg.space:  # the sampled keys too, with one sample of each range
@@ -255,9 +257,6 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian ablate [--config FILE] [key=value ...]`; exit 1 when a cell failed."""
-    from librarian.pipelines.ablate.config import load
-    from librarian.pipelines.entry import pipeline_main
-
     def code(results: dict[str, Any]) -> int:
         return 0 if results["counts"]["failed"] == 0 and results["counts"]["interrupted"] == 0 else 1
 

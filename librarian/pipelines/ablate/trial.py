@@ -22,6 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from librarian.cluster.tune_sweep import DONE_KEY, reporting_steps
+from librarian.config import load_config
+from librarian.pipelines.ablate.cells import cell_metrics, cell_tags
+from librarian.pipelines.ablate.config import render
+from librarian.pipelines.ablate.search import trial_cell
+from librarian.pipelines.registry import pipeline
 
 
 @dataclass(frozen=True)
@@ -36,16 +41,8 @@ class TrialPlan:
     metrics: list = field(default_factory=list)  # the paths compared in the report
 
 
-def cell_tags(name: str, overrides: Mapping[str, Any]) -> dict[str, str]:
-    """The MLflow tags of a cell's run."""
-    return {"librarian.cell": name, "librarian.overrides": json.dumps(overrides, sort_keys=True, default=str)[:5000]}
-
-
 def cell_config(plan: TrialPlan, name: str, overrides: Mapping[str, Any]) -> Any:
     """The pipeline's config of a cell, validated by the pipeline's `load_config` and check."""
-    from librarian.config import load_config
-    from librarian.pipelines.ablate.config import pipeline, render
-
     schema, _, check = pipeline(plan.pipeline).load()
     forced = {**plan.forced, "out_dir": str(Path(plan.cells_dir) / name)}
     config = load_config(schema, [*plan.base_args, *render(overrides), *render(forced)])
@@ -58,9 +55,6 @@ def run_trial(config: dict, plan: TrialPlan) -> dict[str, Any]:
     """Run the cell of a trial (see the module docstring)."""
     from ray import tune
 
-    from librarian.pipelines.ablate.config import pipeline
-    from librarian.pipelines.ablate.report import cell_metrics
-    from librarian.pipelines.ablate.search import trial_cell
 
     name, _, overrides = trial_cell(config, tune.get_context().get_trial_id())
     os.environ.update({**plan.env, "LIBRARIAN_RUN_TAGS": json.dumps(cell_tags(name, overrides))})
