@@ -21,6 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
+from librarian.cluster.builder_worker import BuilderRolloutWorker
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -28,7 +31,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def measure(workers: int, args: argparse.Namespace, corpus) -> dict[str, float]:
     from librarian.cluster.rollout_pool import RolloutPool
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
     from librarian.rewards.construction import RewardConfig
 
     spec = BuilderRolloutConfig(options={"model": args.model}, budget=args.budget, max_new_tokens=args.max_new_tokens,

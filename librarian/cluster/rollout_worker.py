@@ -1,30 +1,27 @@
-"""`BuilderRolloutWorker`: a policy backend, workspaces and the episode loop; G builds per corpus.
+"""`RolloutWorker`: one policy backend, its weights and their sync, and batched episodes from an env factory.
 
-A `BuildJob` is one corpus at one step: the worker builds `group_size`
-workspaces from the corpus documents and runs the Librarian builder role on
-all of them in one batched episode loop. Every `reward.every` turns (at most
-`reward.max_probes` times) the env wrapper freezes the workspace as Arrow IPC
-bytes for the probe pool; the final workspace is frozen too. Training jobs
-get a hint every `rollout.hint_every` turns (hint-guided GRPO); evaluation
-jobs never do. Each `RolloutRecord` carries the policy version that
-generated it.
-
-The worker is built from the config sections themselves (`rollout`, a
-`BuilderRolloutConfig`, and `reward`); the backend is chosen by name (`hf`,
-`vllm`, `scripted`); weights are loaded through `weight_sync.apply_weights`
-before a job when the job asks for a newer version than the worker holds, or
-arrive by broadcast from the learner (`join_broadcast`, `receive_broadcast`:
-`weight_sync.BroadcastSync` drives them).
+The worker is generic: what a job's episodes are comes from its environment
+factory (`EnvFactory`: the builder's in `builder_worker`, the researcher's in
+`researcher_worker`), which turns a job into its environments, the role they
+play, the loop's sampling and grammar, a scripted teacher when the job names
+one, and the job's records. The worker owns the rest: the backend, chosen by
+name (`hf`, `vllm`, `scripted`) from the `rollout` section (`RolloutConfig`);
+weights loaded through `weight_sync.apply_weights` before a job when the job
+asks for a newer version than the worker holds, or received by broadcast
+from the learner (`join_broadcast`, `receive_broadcast`:
+`weight_sync.BroadcastSync` drives them); a colocated engine's sleep and
+wake-up; the injected crash points (tests); and one batched episode loop per
+job. Each record carries the policy version that generated it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, field, replace
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.faults import CrashPlan
 from librarian.cluster.weight_sync import (
     BroadcastEndpoint,
@@ -34,8 +31,10 @@ from librarian.cluster.weight_sync import (
     resolve,
 )
 from librarian.config import ConfigError
-from librarian.rewards.construction import RewardConfig
-from librarian.roles.builder_task import build_task
+from librarian.models import make_backend
+from librarian.models.base import SamplingParams
+from librarian.roles import LoopConfig, Role, run_episodes
+from librarian.roles.teacher_backend import TeacherBackend
 
 log = logging.getLogger(__name__)
 
@@ -83,157 +82,47 @@ class RolloutConfig:
                               f"got {self.start_timeout_s}, {self.call_timeout_s}")
 
 
-EXECUTORS = ("extractive", "none")
-TOOL_LISTINGS = ("schema", "signatures")
+def sampling(spec: RolloutConfig, job: Any) -> SamplingParams:
+    """A job's sampling: the rollout section's, greedy at evaluation (`job.greedy`), seeded by the job."""
+    return SamplingParams(max_new_tokens=spec.max_new_tokens, temperature=0.0 if job.greedy else spec.temperature,
+                          top_p=spec.top_p, seed=job.seed)
 
 
 @dataclass
-class BuilderRolloutConfig(RolloutConfig):
-    """The builder's rollout workers (paper 000: horizon 32 actions, no hints)."""
+class EpisodeBatch:
+    """A job's environments, the role they play, the grammar's path enums, and how trajectories become records."""
 
-    listing_lines: int = 40
-    content_executor: str = "extractive"  # who writes file text the builder leaves out: extractive | none
-    tool_listing: str = "schema"  # schema: JSON schemas in the system turn | signatures: a short line a tool
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.content_executor not in EXECUTORS:
-            raise ConfigError(f"rollout.content_executor must be one of {', '.join(EXECUTORS)}, "
-                              f"got {self.content_executor!r}")
-        if self.tool_listing not in TOOL_LISTINGS:
-            raise ConfigError(f"rollout.tool_listing must be one of {', '.join(TOOL_LISTINGS)}, "
-                              f"got {self.tool_listing!r}")
+    envs: list
+    role: Role
+    records: Callable[[list, int], list]  # (trajectories in group order, policy version) -> the job's records
+    paths: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
 
 
-@dataclass
-class BuildJob:
-    """One corpus to build `group_size` times; `hints` empty at evaluation."""
+class EnvFactory(Protocol):
+    """What a kind of rollout job needs from its worker's environment factory."""
 
-    job_id: str
-    corpus_id: str
-    docs: list  # librarian.workspace.Document
-    group_size: int = 4
-    seed: int = 0
-    min_version: int = -1  # load published weights first when the worker is older
-    hints: list[HintReference] = field(default_factory=list)
-    greedy: bool = False
-    teacher: str = ""  # a scripted policy name: run it instead of the backend, tokenized by the backend
-    budget: int = 0  # builder actions; 0: the rollout section's budget
+    def episodes(self, job: Any) -> EpisodeBatch: ...
+
+    def loop_config(self, job: Any, paths: tuple[str, ...], folders: tuple[str, ...]) -> LoopConfig: ...
+
+    def teacher(self, job: Any, backend: Any) -> TeacherBackend: ...
 
 
-@dataclass
-class RolloutRecord:
-    """One build: its trajectory, the version that produced it, the frozen probe and final workspaces."""
+class RolloutWorker:
+    """Owns one policy backend; runs the jobs its environment factory turns into episodes; loads published weights."""
 
-    job_id: str
-    corpus_id: str
-    index: int
-    trajectory: Any  # librarian.roles.Trajectory
-    policy_version: int
-    probes: dict[int, bytes]  # builder turn (1-based) -> snapshot IPC bytes
-    final: bytes
-    build_costs: list[float]  # actions per turn
-    worker_pid: int
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.job_id, self.index)
-
-
-class ProbingEnv:
-    """A builder `ToolEnv` that freezes the workspace at probe turns and adds training hints."""
-
-    def __init__(self, env: Any, workspace: Any, schedule: Any, hint_every: int, hints: list[HintReference]) -> None:
-        self.env = env
-        self.workspace = workspace
-        self.schedule = schedule
-        self.hint_every = hint_every if hints else 0
-        self.hints = hints
-        self.turn = 0
-        self.calls: list[dict] = []
-        self.probes: dict[int, bytes] = {}
-
-    def reset(self) -> Any:
-        return self.env.reset()
-
-    def answer_tools(self) -> Any:
-        return self.env.answer_tools()
-
-    def final_answer(self, text: str) -> Any:
-        return self.env.final_answer(text)
-
-    def step(self, text: str, actions_left: int) -> Any:
-        step = self.env.step(text, actions_left)
-        self.turn += 1
-        self.calls.extend({"name": c.name, "arguments": c.arguments} for c in step.calls)
-        if self.schedule.should_probe(self.turn, len(self.probes)):
-            self.probes[self.turn] = snapshot(self.workspace)
-        if self.hint_every and self.turn % self.hint_every == 0 and not step.terminated:
-            hint = builder_hint(self.hints, consolidated_sources(self.calls), self.turn)
-            if hint:
-                step = replace(step, observation=f"{step.observation}\n\n{hint}")
-        return step
-
-
-def content_executor(name: str) -> dict:
-    """The `ToolContext.extra` that attaches the named content executor (`none`: nothing attached)."""
-    if name in ("", "none"):
-        return {}
-    if name != "extractive":
-        raise ValueError(f"rollout.content_executor must be extractive or none, got {name!r}")
-    from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
-
-    return {EXECUTOR_KEY: ExtractiveExecutor()}
-
-
-def snapshot(workspace: Any) -> bytes:
-    """A workspace as Arrow IPC stream bytes (what travels to the probe pool)."""
-    from librarian.workspace import codec
-
-    return codec.table_to_ipc_bytes(workspace.to_table())
-
-
-class TeacherBackend:
-    """A scripted policy whose messages are tokenized by a model backend, so they can be trained on (SFT)."""
-
-    def __init__(self, policy: str, tokenizer_backend: Any) -> None:
-        from librarian.models import make_backend
-
-        self.scripted = make_backend("scripted", policy=policy)
-        self.tok = tokenizer_backend
-        self.name = f"teacher:{policy}"
-        self.honours_grammar = False  # its text is the program's, not sampled under a grammar
-
-    def render_prompt(self, messages: Any, tools: Any = None) -> str:
-        return self.tok.render_prompt(messages, tools)
-
-    def generate(self, conversations: Any, tools: Any, params: Any) -> list:
-        from librarian.models.base import Sample
-
-        out = []
-        for conv, row in zip(conversations, self.scripted.generate(conversations, tools, params), strict=True):
-            text = row[0].text
-            ids = tuple(self.tok.tokenizer(text, add_special_tokens=False)["input_ids"])
-            out.append([Sample(text=text, token_ids=ids, logprobs=(0.0,) * len(ids),
-                               prompt_token_ids=tuple(self.tok.encode_prompt(conv, tools)))] * params.n)
-        return out
-
-
-class BuilderRolloutWorker:
-    """Owns one policy backend; runs build jobs; loads published weights on demand."""
-
-    def __init__(self, spec: RolloutConfig, reward: RewardConfig | None = None, backend: Any = None) -> None:
-        """`spec`: the rollout section; `reward`: the probe schedule (`every`, `max_probes`; default paper 000's);
-        `backend`: an already built policy backend (in-process use), None builds `spec.backend`."""
+    def __init__(self, spec: RolloutConfig, env_factory: EnvFactory, backend: Any = None) -> None:
+        """`spec`: the rollout section; `env_factory`: the jobs' environments (`BuilderEnvFactory`,
+        `ResearcherEnvFactory`); `backend`: an already built policy backend (in-process use), None builds
+        `spec.backend`."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         if spec.torch_threads:
             import torch
 
             torch.set_num_threads(spec.torch_threads)
-        from librarian.models import make_backend
-
         self.spec = spec
-        self.reward = reward or RewardConfig()
+        self.env_factory = env_factory
         self.backend = backend if backend is not None else make_backend(spec.backend,
                                                                         **backend_options(spec.backend, spec.options))
         self.version = int(getattr(self.backend, "policy_version", -1))
@@ -315,58 +204,28 @@ class BuilderRolloutWorker:
         if self.spec.crash.should_crash(job.job_id, 0):
             self.spec.crash.crash(job.job_id)
 
-    def loop_config(self, job: Any, paths: tuple[str, ...] = (), folders: tuple[str, ...] = ()) -> Any:
-        """The episode loop's settings for `job`: its sampling, and the grammar (`sources` held to `paths`,
-        `list` to `folders`) unless a scripted teacher plays it (the teacher still sees the compact listing)."""
-        from librarian.models.base import SamplingParams
-        from librarian.roles import LoopConfig
-
-        spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
-        return LoopConfig(SamplingParams(max_new_tokens=spec.max_new_tokens,
-                                         temperature=0.0 if job.greedy else spec.temperature, top_p=spec.top_p,
-                                         seed=job.seed),
-                          constrained=spec.constrained and not job.teacher, compact_listing=spec.constrained,
-                          grammar_enums=tuple((k, v) for k, v in (("sources", paths), ("list.path", folders)) if v),
-                          tool_listing=spec.tool_listing)
+    def loop_config(self, job: Any, paths: tuple[str, ...] = (), folders: tuple[str, ...] = ()) -> LoopConfig:
+        """The episode loop's settings for `job` (its sampling and grammar; the path arguments held to `paths`
+        and `folders`), as its environment factory sets them."""
+        return self.env_factory.loop_config(job, paths, folders)
 
     def teacher(self, job: Any) -> TeacherBackend:
         """The scripted policy that plays `job.teacher`, tokenized by the policy's tokenizer."""
-        return TeacherBackend(job.teacher, self.backend)
+        return self.env_factory.teacher(job, self.backend)
 
-    def episodes(self, job: Any, envs: list, role: Any, paths: tuple[str, ...] = (),
+    def episodes(self, job: Any, envs: list, role: Role, paths: tuple[str, ...] = (),
                  folders: tuple[str, ...] = ()) -> list:
-        """The job's environments in one batched episode loop (the teacher's or the policy's), greedy at
-        evaluation, seeded by the job; then the injected crash point after the work. Under the grammar
-        `sources` may name only `paths` (the raw documents) and `list` only `folders` (those that exist)."""
-        from librarian.roles import run_episodes
-
-        spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
+        """The job's environments in one batched episode loop (the teacher's or the policy's); then the injected
+        crash point after the work."""
         backend = self.teacher(job) if job.teacher else self.backend
         trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths, folders))
-        if spec.crash.should_crash(job.job_id, job.group_size):
-            spec.crash.crash(job.job_id)
+        if self.spec.crash.should_crash(job.job_id, job.group_size):
+            self.spec.crash.crash(job.job_id)
         return trajectories
 
-    def run(self, job: BuildJob, box: list | None = None) -> list[RolloutRecord]:
-        """Build the job's corpus `group_size` times; one record per build, in group order."""
-        from librarian.rewards.probes import ProbeSchedule
-        from librarian.roles import ToolContext, ToolEnv, librarian_builder
-        from librarian.workspace import Workspace
-
+    def run(self, job: Any, box: list | None = None) -> list:
+        """The job's `group_size` episodes; one record per episode, in group order."""
         self.begin(job, box)
-        spec: BuilderRolloutConfig = self.spec  # type: ignore[assignment]
-        schedule = ProbeSchedule(every=self.reward.every, max_probes=self.reward.max_probes)
-        role = librarian_builder(budget=job.budget or spec.budget)
-        envs, spaces = [], []
-        for _ in range(job.group_size):
-            ws = Workspace.from_documents(job.docs)
-            spaces.append(ws)
-            env = ToolEnv(role, ToolContext(ws, extra=content_executor(spec.content_executor)),
-                          build_task(ws, spec.listing_lines))
-            envs.append(ProbingEnv(env, ws, schedule, spec.hint_every, job.hints))
-        paths = tuple(n.path for n in spaces[0] if n.kind == "raw") if spec.constrained else ()
-        folders = ("", *(n.path for n in spaces[0] if n.kind == "directory")) if spec.constrained else ()
-        trajectories = self.episodes(job, envs, role, paths, folders)
-        return [RolloutRecord(job.job_id, job.corpus_id, i, traj, self.version, env.probes, snapshot(ws),
-                              [float(t.actions) for t in traj.turns], os.getpid())
-                for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]
+        batch = self.env_factory.episodes(job)
+        trajectories = self.episodes(job, batch.envs, batch.role, batch.paths, batch.folders)
+        return batch.records(trajectories, self.version)

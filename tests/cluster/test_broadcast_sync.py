@@ -22,7 +22,8 @@ import time
 import pytest
 import torch
 
-from librarian.cluster.rollout_worker import BuilderRolloutWorker
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
+from librarian.cluster.builder_worker import BuilderRolloutWorker
 from librarian.models.base import BackendError
 from librarian.models.weight_transfer.gloo import GlooReceiver, GlooWeightSender, check_fits
 from librarian.models.weight_transfer.nccl import pack_plan, packed_buffers, weights_meta
@@ -120,7 +121,6 @@ def session():
     from ray import cloudpickle
 
     from librarian.cluster.faults import CrashPlan
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig
     from librarian.cluster.topology import RayConfig
     from librarian.learner import LearnerConfig, LoraConfig
     from librarian.rewards.construction import RewardConfig
@@ -182,7 +182,6 @@ def test_one_step_then_publish_gives_every_worker_the_learners_weights(session):
 
 
 def test_a_restarted_worker_pulls_once_and_the_next_publish_rebuilds_the_group(session):
-    from librarian.cluster.rollout_worker import BuildJob
     from tests.learner.conftest import random_samples
 
     s = session

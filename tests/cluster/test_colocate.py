@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
+from librarian.cluster.builder_worker import BuilderRolloutWorker
 from librarian.config import ConfigError, load_config
 from librarian.pipelines.plan_job import load_job
 from librarian.planning.cluster_file import load_cluster
@@ -168,7 +170,6 @@ def session():
     import ray
     from ray import cloudpickle
 
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker
     from librarian.cluster.topology import RayConfig
     from librarian.learner import LearnerConfig
     from librarian.rewards.construction import RewardConfig
@@ -194,7 +195,6 @@ def _state(s) -> tuple[bool, int, int]:
 
 
 def _job(s, name: str):
-    from librarian.cluster.rollout_worker import BuildJob
     from librarian.workspace import Document
 
     docs = [Document(f"d{i}", f"Person {i} lives in town {i}.", path=f"d{i}.md") for i in range(2)]

@@ -9,19 +9,25 @@ from dataclasses import replace
 
 import pytest
 
-from librarian.cluster.researcher_worker import (
+from librarian.cluster.researcher_jobs import (
     ResearcherRolloutConfig,
-    ResearcherRolloutWorker,
     ResearchJob,
-    ResearchJobError,
     ResearchRecord,
     ResearchSearchConfig,
+)
+from librarian.cluster.researcher_worker import (
+    ResearcherRolloutWorker,
+    ResearchJobError,
+    path_enums,
+    workspace_folders,
+    workspace_paths,
 )
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_arms import build_store
 from librarian.evaluation.memory_tasks import memorygym_task
 from librarian.pipelines.researcher.steps import hint_input
 from librarian.rewards.source_recall import source_recall
+from librarian.roles.probing_env import snapshot
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -29,8 +35,6 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 @pytest.fixture(scope="module")
 def memory():
-    from librarian.cluster.rollout_worker import snapshot
-
     task = memorygym_task(MemoryGymConfig(speakers=4, sessions=16, seed=1))
     ws = build_store(task.sessions, "hierarchical").workspace
     questions = [q for q in task.questions if q.support and q.qclass == "single-hop"]
@@ -148,8 +152,6 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
     the student's grammar accepts, and the teacher must still find the gold sessions and the answer."""
     import xgrammar as xgr
 
-    from librarian.cluster.researcher_worker import workspace_folders, workspace_paths
-    from librarian.cluster.rollout_worker import snapshot
     from librarian.config import load_config
     from librarian.models.constrained import compiler_for
     from librarian.pipelines.researcher.config import TrainResearcherConfig
@@ -198,7 +200,6 @@ def test_the_grammar_lets_open_name_only_folders_browse_only_files_and_search_on
 
     import xgrammar as xgr
 
-    from librarian.cluster.researcher_worker import path_enums, workspace_folders, workspace_paths
     from librarian.models.constrained import compiler_for
     from librarian.roles.definitions import jam_researcher
     from librarian.roles.researcher import ResearchEnv

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
+from librarian.cluster.builder_worker import BuilderRolloutWorker
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 MARKERS = Path(tempfile.mkdtemp(prefix="crash"))
@@ -35,7 +38,6 @@ def corpus():
 def pool(ray_session):
     from librarian.cluster.faults import CrashPlan
     from librarian.cluster.rollout_pool import RolloutPool
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker
     from librarian.rewards.construction import RewardConfig
 
     plan = CrashPlan(jobs=["x1"], hang_jobs=["h0"], marker_dir=str(MARKERS), after_episodes=2)
@@ -49,8 +51,6 @@ def pool(ray_session):
 
 
 def _jobs(corpus, names, version=-1):
-    from librarian.cluster.rollout_worker import BuildJob
-
     return [BuildJob(n, corpus.corpus_id, corpus.docs, 2, seed=10 + i, min_version=version)
             for i, n in enumerate(names)]
 

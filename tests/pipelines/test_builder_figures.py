@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from librarian.cluster.builder_jobs import RolloutRecord
 from librarian.pipelines.builder.exam import utility_figures
 from librarian.rl.samples import nonzero_group_fraction, valid_call_rate
 from librarian.roles.trajectory import Trajectory, TurnRecord
@@ -39,7 +40,6 @@ def test_utility_figures_give_means_cis_and_paired_differences():
 
 
 def test_filtering_flat_groups_keeps_the_other_groups_samples_and_advantages_unchanged():
-    from librarian.cluster.rollout_worker import RolloutRecord
     from librarian.learner import LearnerConfig
     from librarian.rewards.construction import RolloutRewards
     from librarian.rl.samples import policy_samples

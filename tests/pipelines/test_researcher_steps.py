@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from librarian.cluster.researcher_worker import ResearchRecord
+from librarian.cluster.researcher_jobs import ResearchRecord
 from librarian.config import load_config
 from librarian.learner import LearnerConfig
 from librarian.learner.batch import PolicySample

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from librarian.cluster.builder_jobs import BuilderRolloutConfig
 from librarian.cluster.probe_pool import ProbeConfig
-from librarian.cluster.rollout_worker import BuilderRolloutConfig
 from librarian.rewards.construction import RewardConfig
 from librarian.rl.config import RLConfig, SFTConfig
 

@@ -20,6 +20,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
+from librarian.cluster.builder_worker import BuilderRolloutWorker
+
 
 @dataclass
 class LearningCheck:
@@ -51,7 +54,6 @@ def terminal_rewards(score: float, turns_with_tokens: int) -> list[float]:
 
 def run_learning_check(backend: Any, check: LearningCheck) -> dict[str, Any]:
     """Train `backend`'s model in place; returns `reward_per_step`, `valid_call_rate`, `nonzero_advantage_fraction`."""
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
     from librarian.learner import Learner, LearnerConfig, group_samples
     from librarian.learner.config import LoraConfig, LossConfig
     from librarian.rewards.construction import RewardConfig

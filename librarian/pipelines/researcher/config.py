@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.cluster.researcher_worker import ResearcherRolloutConfig, ResearchSearchConfig
+from librarian.cluster.researcher_jobs import ResearcherRolloutConfig, ResearchSearchConfig
 from librarian.config import ConfigError
 from librarian.learner.config import LearnerConfig, LossConfig
 from librarian.rl.config import RLConfig, SFTConfig

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from librarian.cluster.researcher_worker import ResearchRecord
+from librarian.cluster.researcher_jobs import ResearchRecord
 from librarian.pipelines.researcher.data import memo_fn
 from librarian.pipelines.researcher.steps import StoreRef, eval_jobs, exhausted, rounds
 from librarian.rewards.exploration import answer_in_context

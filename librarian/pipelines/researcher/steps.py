@@ -14,11 +14,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.cluster.researcher_worker import ResearchJob, ResearchRecord
+from librarian.cluster.researcher_jobs import ResearchJob, ResearchRecord
 from librarian.rewards.exploration import answer_in_context, judge_exploration, trajectory_calls
 from librarian.rewards.source_recall import source_recall
 from librarian.rl.samples import valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation
+from librarian.roles.probing_env import snapshot
 from librarian.roles.researcher_hints import HintInput
 
 
@@ -34,8 +35,6 @@ class StoreRef:
 def store_ref(task_id: str, workspace: Any) -> StoreRef:
     """`workspace` put in Ray's object store once; every job carries the reference and its content hash."""
     import ray
-
-    from librarian.cluster.rollout_worker import snapshot
 
     return StoreRef(task_id, ray.put(snapshot(workspace)), workspace.content_hash())
 

@@ -1,0 +1,71 @@
+"""The builder's rollout section (`BuilderRolloutConfig`), its jobs (`BuildJob`) and their records (`RolloutRecord`).
+
+A `BuildJob` is one corpus at one step, built `group_size` times; every
+build comes back as a `RolloutRecord` with the workspace frozen at its probe
+turns and at the end (Arrow IPC bytes for the answerer probe).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from librarian.cluster.builder_hints import HintReference
+from librarian.cluster.rollout_worker import RolloutConfig
+from librarian.config import ConfigError
+
+EXECUTORS = ("extractive", "none")
+TOOL_LISTINGS = ("schema", "signatures")
+
+
+@dataclass
+class BuilderRolloutConfig(RolloutConfig):
+    """The builder's rollout workers (paper 000: horizon 32 actions, no hints)."""
+
+    listing_lines: int = 40
+    content_executor: str = "extractive"  # who writes file text the builder leaves out: extractive | none
+    tool_listing: str = "schema"  # schema: JSON schemas in the system turn | signatures: a short line a tool
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.content_executor not in EXECUTORS:
+            raise ConfigError(f"rollout.content_executor must be one of {', '.join(EXECUTORS)}, "
+                              f"got {self.content_executor!r}")
+        if self.tool_listing not in TOOL_LISTINGS:
+            raise ConfigError(f"rollout.tool_listing must be one of {', '.join(TOOL_LISTINGS)}, "
+                              f"got {self.tool_listing!r}")
+
+
+@dataclass
+class BuildJob:
+    """One corpus to build `group_size` times; `hints` empty at evaluation."""
+
+    job_id: str
+    corpus_id: str
+    docs: list  # librarian.workspace.Document
+    group_size: int = 4
+    seed: int = 0
+    min_version: int = -1  # load published weights first when the worker is older
+    hints: list[HintReference] = field(default_factory=list)
+    greedy: bool = False
+    teacher: str = ""  # a scripted policy name: run it instead of the backend, tokenized by the backend
+    budget: int = 0  # builder actions; 0: the rollout section's budget
+
+
+@dataclass
+class RolloutRecord:
+    """One build: its trajectory, the version that produced it, the frozen probe and final workspaces."""
+
+    job_id: str
+    corpus_id: str
+    index: int
+    trajectory: Any  # librarian.roles.Trajectory
+    policy_version: int
+    probes: dict[int, bytes]  # builder turn (1-based) -> snapshot IPC bytes
+    final: bytes
+    build_costs: list[float]  # actions per turn
+    worker_pid: int
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.job_id, self.index)

@@ -1,0 +1,100 @@
+"""The builder's rollouts: `BuilderEnvFactory` (a build job's environments) and `BuilderRolloutWorker`.
+
+For a `BuildJob` the factory builds `group_size` workspaces from the corpus
+documents and runs the Librarian builder role on all of them in one batched
+episode loop. Every `reward.every` turns (at most `reward.max_probes` times)
+a `ProbingEnv` freezes the workspace as Arrow IPC bytes for the probe pool;
+the final workspace is frozen too. Training jobs get a hint every
+`rollout.hint_every` turns (hint-guided GRPO); evaluation jobs never do.
+Under the grammar `sources` may name only the raw documents and `list` only
+the folders that exist.
+
+`BuilderRolloutWorker(rollout, reward)` is a `RolloutWorker` over this
+factory, built from the config sections themselves (`rollout`, a
+`BuilderRolloutConfig`, and `reward`), as the rollout pool starts it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob, RolloutRecord
+from librarian.cluster.rollout_worker import EpisodeBatch, RolloutWorker, sampling
+from librarian.rewards.construction import RewardConfig
+from librarian.rewards.probes import ProbeSchedule
+from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder
+from librarian.roles.builder_task import build_task
+from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
+from librarian.roles.probing_env import ProbingEnv, snapshot
+from librarian.roles.teacher_backend import TeacherBackend
+from librarian.workspace import Workspace
+
+
+def content_executor(name: str) -> dict:
+    """The `ToolContext.extra` that attaches the named content executor (`none`: nothing attached)."""
+    if name in ("", "none"):
+        return {}
+    if name != "extractive":
+        raise ValueError(f"rollout.content_executor must be extractive or none, got {name!r}")
+    return {EXECUTOR_KEY: ExtractiveExecutor()}
+
+
+def hint_for(references: Sequence[HintReference], calls: list[dict], turn: int) -> str | None:
+    """The builder's hint after `calls` at `turn`: what readers will ask that is not consolidated yet."""
+    return builder_hint(references, consolidated_sources(calls), turn)
+
+
+class BuilderEnvFactory:
+    """A build job's environments: `group_size` workspaces from the corpus, probed on the reward's schedule."""
+
+    def __init__(self, spec: BuilderRolloutConfig, reward: RewardConfig | None = None) -> None:
+        """`spec`: the rollout section; `reward`: the probe schedule (`every`, `max_probes`; default paper 000's)."""
+        self.spec = spec
+        self.reward = reward or RewardConfig()
+        self.schedule = ProbeSchedule(every=self.reward.every, max_probes=self.reward.max_probes)
+
+    def loop_config(self, job: BuildJob, paths: tuple[str, ...] = (), folders: tuple[str, ...] = ()) -> LoopConfig:
+        """The episode loop's settings for `job`: its sampling, and the grammar (`sources` held to `paths`,
+        `list` to `folders`) unless a scripted teacher plays it (the teacher still sees the compact listing)."""
+        spec = self.spec
+        return LoopConfig(sampling(spec, job), constrained=spec.constrained and not job.teacher,
+                          compact_listing=spec.constrained,
+                          grammar_enums=tuple((k, v) for k, v in (("sources", paths), ("list.path", folders)) if v),
+                          tool_listing=spec.tool_listing)
+
+    def teacher(self, job: BuildJob, backend: Any) -> TeacherBackend:
+        """The scripted policy that plays `job.teacher`, tokenized by the policy's tokenizer."""
+        return TeacherBackend(job.teacher, backend)
+
+    def episodes(self, job: BuildJob) -> EpisodeBatch:
+        """`group_size` builder environments over fresh workspaces of the job's corpus, and their records."""
+        spec = self.spec
+        role = librarian_builder(budget=job.budget or spec.budget)
+        hint = (lambda calls, turn: hint_for(job.hints, calls, turn)) if job.hints else None
+        envs, spaces = [], []
+        for _ in range(job.group_size):
+            ws = Workspace.from_documents(job.docs)
+            spaces.append(ws)
+            env = ToolEnv(role, ToolContext(ws, extra=content_executor(spec.content_executor)),
+                          build_task(ws, spec.listing_lines))
+            envs.append(ProbingEnv(env, ws, self.schedule, spec.hint_every, hint))
+        paths = tuple(n.path for n in spaces[0] if n.kind == "raw") if spec.constrained else ()
+        folders = ("", *(n.path for n in spaces[0] if n.kind == "directory")) if spec.constrained else ()
+
+        def records(trajectories: list, version: int) -> list[RolloutRecord]:
+            return [RolloutRecord(job.job_id, job.corpus_id, i, traj, version, env.probes, snapshot(ws),
+                                  [float(t.actions) for t in traj.turns], os.getpid())
+                    for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]
+
+        return EpisodeBatch(envs, role, records, paths, folders)
+
+
+class BuilderRolloutWorker(RolloutWorker):
+    """A `RolloutWorker` over `BuilderEnvFactory`: built from the `rollout` and `reward` sections."""
+
+    def __init__(self, spec: BuilderRolloutConfig, reward: RewardConfig | None = None, backend: Any = None) -> None:
+        """`backend`: an already built policy backend (in-process use), None builds `spec.backend`."""
+        super().__init__(spec, BuilderEnvFactory(spec, reward), backend)
