@@ -16,7 +16,7 @@ executor attached (`ExtractiveExecutor(max_chars=1200)`, as `rollout.content_exe
   files each (no text), a `merge_files` of them under a random title, then `stop`: as many files, no plan;
 
 then the probe reader (`probe:` section) answers the hidden questions on each store
-(`librarian.evaluation.exam.run_local`). U(F) is paper 000's utility with the `reward:` weights.
+(`librarian.rewards.probe_exam.run_local`). U(F) is paper 000's utility with the `reward:` weights.
 `--quick` uses at most 6 exam corpora. Writes OUT/results.json: `exam_utility_flat|scripted|random`,
 `exam_f1_*`, `exam_actions_*` (reader actions), per template F1, `exam_scripted_minus_flat_ci` and
 `exam_random_minus_flat_ci` (paired bootstrap 95% CIs over questions of the F1 difference, the utility
@@ -36,6 +36,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from librarian.evaluation.exam import summarize
+from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -102,7 +105,6 @@ def build(corpora: list, policy: Any, budget: int, listing_lines: int, max_chars
 
 def measure(cfg: Any, corpora: list, n_boot: int = 2000) -> dict[str, Any]:
     """Flat / scripted / random stores of `corpora` examined by the probe reader; the figures for results.json."""
-    from librarian.evaluation.exam import ExamRunner, ReaderSpec, run_local, summarize
     from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci
     from librarian.rewards.construction import exam_utility
     from librarian.workspace import Workspace

@@ -50,7 +50,7 @@ def measure(name: str, spec: Any, data: bytes, questions: list, repeats: int, ch
     """Plain loop, 1 worker, 2 workers on the same episodes, rounds interleaved (plain, 1w, 2w, plain, ...) so
     that a change in the machine's load hits every arm alike; episodes/s of each arm's median round (and best)."""
     from librarian.cluster import ProbePool
-    from librarian.evaluation.exam import ExamRunner, run_local
+    from librarian.rewards.probe_exam import ExamRunner, run_local
 
     episodes = len(questions) * repeats
     chunks = -(-episodes // chunk)
@@ -107,7 +107,7 @@ def main() -> int:
 
     from librarian.datasets import to_documents
     from librarian.datasets.kbgym.build import build_kbgym
-    from librarian.evaluation.exam import ReaderSpec, snapshot_bytes
+    from librarian.rewards.probe_exam import ReaderSpec, snapshot_bytes
     from librarian.workspace import Workspace
 
     kb = build_kbgym(people=args.people, seed=1)

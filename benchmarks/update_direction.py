@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from librarian.cluster.builder_worker import BuilderRolloutWorker
+from librarian.rewards.probe_exam import ExamRunner, run_local
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
@@ -69,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from librarian.cluster.rollout_worker import BuilderRolloutWorker
     from librarian.config import load_config
-    from librarian.evaluation.exam import ExamRunner, run_local
     from librarian.learner import Learner
     from librarian.learner.sft import fine_tune
     from librarian.pipelines.builder.config import TrainBuilderConfig

@@ -10,6 +10,7 @@ results come back in the questions' order.
 
     pool = ProbePool(spec, workers=2)          # or ProbePool.of(ProbeConfig(...))
     results = pool.run(workspace, questions)   # or IPC bytes, or a SnapshotView
+    per_snapshot = pool.run_many([(key, data, questions), ...])  # many snapshots, one map
     pool.close()
 
 `ProbeConfig` is a training pipeline's `probe` section: the reader itself
@@ -27,7 +28,7 @@ from librarian.cluster.actor_pool import ActorPool, PoolError
 from librarian.cluster.topology import check_engine_gpus, check_engine_start
 from librarian.config import ConfigError
 from librarian.datasets.records import Question
-from librarian.evaluation.exam import (
+from librarian.rewards.probe_exam import (
     ExamResult,
     ExamRunner,
     ExamTask,
@@ -125,17 +126,33 @@ class ProbePool(ActorPool):
     def run(self, store: Any, questions: Sequence[Question], repeats: int = 1,
             progress: Callable[[int, int], None] | None = None) -> list[ExamResult]:
         """Every question (x `repeats`) on the snapshot, results in question order."""
+        data = snapshot_bytes(store)
+        return self.run_many([(snapshot_key(data), data, questions)], repeats, progress)[0]
+
+    def run_many(self, snapshots: Sequence[tuple[str, bytes, Sequence[Question]]], repeats: int = 1,
+                 progress: Callable[[int, int], None] | None = None) -> list[list[ExamResult]]:
+        """Every (content hash, IPC bytes, questions)'s questions (x `repeats`), all in one map over the workers;
+        per snapshot, its results in question order. Each snapshot goes to the object store once."""
         import ray
 
-        data = snapshot_bytes(store)
-        key = snapshot_key(data)
-        box = [ray.put(data)]
-        tasks = tasks_for(questions, repeats)
-        chunks = [tasks[i:i + self.chunk] for i in range(0, len(tasks), self.chunk)]
-        got = self.map(chunks, lambda w, part: w.probe.remote(key, box, part), size=len, progress=progress,
-                       desc=f"probes ({len(self.workers)} workers)")
-        results = dict(pair for part in got for pair in part)
-        missing = [i for i in range(len(tasks)) if i not in results]
-        if missing or len(results) != sum(len(part) for part in got):
-            raise ProbeError(f"tasks {missing[:5]} never came back, or a task came back twice")
-        return [results[i] for i in range(len(tasks))]
+        items: list[tuple[int, str, list, list[ExamTask]]] = []  # (snapshot, its hash, its box, a chunk of its tasks)
+        sizes = []
+        for n, (key, data, questions) in enumerate(snapshots):
+            box = [ray.put(data)]
+            tasks = tasks_for(questions, repeats)
+            sizes.append(len(tasks))
+            items += [(n, key, box, tasks[i:i + self.chunk]) for i in range(0, len(tasks), self.chunk)]
+        got = self.map(items, lambda w, item: w.probe.remote(item[1], item[2], item[3]), size=lambda item: len(item[3]),
+                       progress=progress, desc=f"probes ({len(self.workers)} workers)")
+        results: list[dict[int, ExamResult]] = [{} for _ in snapshots]
+        returned = [0] * len(snapshots)
+        for (n, *_), part in zip(items, got, strict=True):
+            results[n].update(part)
+            returned[n] += len(part)
+        out = []
+        for n, size in enumerate(sizes):
+            missing = [i for i in range(size) if i not in results[n]]
+            if missing or len(results[n]) != returned[n]:
+                raise ProbeError(f"tasks {missing[:5]} never came back, or a task came back twice")
+            out.append([results[n][i] for i in range(size)])
+        return out

@@ -2,8 +2,9 @@
 
 `ProbeService` sends each distinct snapshot (by content hash) with its
 corpus's hidden questions to a probe runner (the probe pool, or the plain
-loop) once and turns the graded answers into the utility U(F)
-(`librarian.rewards.utility`). A rollout's per-turn rewards come from U(F_0),
+loop of `librarian.rewards.probe_exam`) once and turns the graded answers
+into the utility U(F) (`librarian.rewards.utility`); a step's snapshots go
+to the runner together (`step_rewards`). A rollout's per-turn rewards come from U(F_0),
 the probes at turns k, 2k, ... and the final workspace
 (`librarian.rewards.probe_rewards`), with the construction cost alpha x
 actions per turn; `fold_tokenless` moves the reward of a turn without
@@ -12,11 +13,12 @@ generated tokens onto a turn the learner trains on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from librarian.config import ConfigError
+from librarian.rewards.probe_exam import snapshot_key
 from librarian.rewards.probes import probe_rewards
 from librarian.rewards.utility import RolloutOutcome, UtilityWeights, sparse_reward, utility
 
@@ -95,18 +97,21 @@ def exam_utility(results: Sequence[Any], weights: UtilityWeights, kind: str | No
     return utility(outcomes, weights).utility
 
 
-def snapshot_key(data: bytes) -> str:
-    """The content hash of a snapshot's IPC bytes (the probe cache's key)."""
-    from librarian.workspace import codec
+class ProbeRunner(Protocol):
+    """Probes many snapshots at once (the `ProbePool`: one map over its workers)."""
 
-    return codec.table_content_hash(codec.table_from_ipc_bytes(data, "IPC bytes"))
+    def run_many(self, snapshots: Sequence[tuple[str, bytes, Sequence[Any]]], repeats: int = 1) -> list[list[Any]]:
+        """Per (content hash, IPC bytes, questions), the graded answers in question order."""
+        ...
 
 
 class ProbeService:
     """Utilities of snapshots on their corpus's hidden questions, through a probe runner, cached by hash."""
 
-    def __init__(self, run: Any, questions: dict[str, list], cfg: RewardConfig) -> None:
-        """`run(snapshot_bytes, questions, repeats) -> [ExamResult]` (a `ProbePool.run` or `exam.run_local`)."""
+    def __init__(self, run: ProbeRunner | Callable[[bytes, Sequence[Any], int], list], questions: dict[str, list],
+                 cfg: RewardConfig) -> None:
+        """`run`: a `ProbeRunner` (the probe pool: a batch of snapshots in one map), or a function
+        `run(snapshot_bytes, questions, repeats) -> [ExamResult]` (`probe_exam.run_local`: one at a time)."""
         self.run = run
         self.questions = questions
         self.cfg = cfg
@@ -116,12 +121,29 @@ class ProbeService:
 
     def utility(self, data: bytes, corpus_id: str) -> float:
         """U(F) of the snapshot `data` (Arrow IPC bytes) on `corpus_id`'s questions; probed once per content."""
-        key = (snapshot_key(data), corpus_id)
-        if key not in self.cache:
-            results = self.run(data, self.questions[corpus_id], self.cfg.repeats)
+        return self.utilities([(data, corpus_id)])[0]
+
+    def utilities(self, snapshots: Sequence[tuple[bytes, str]]) -> list[float]:
+        """U(F) of each (snapshot IPC bytes, corpus id); each snapshot hashed once, and the distinct ones not
+        probed yet probed together (one batch for the runner)."""
+        keys = [(snapshot_key(data), corpus_id) for data, corpus_id in snapshots]
+        todo: dict[tuple[str, str], bytes] = {}
+        for key, (data, _) in zip(keys, snapshots, strict=True):
+            if key not in self.cache:
+                todo.setdefault(key, data)
+        batch = [(key, data, self.questions[corpus_id]) for (key, corpus_id), data in todo.items()]
+        for key, results in zip(todo, self._probe(batch), strict=True):
             self.cache[key] = exam_utility(results, self.weights)
             self.probes_run += 1
-        return self.cache[key]
+        return [self.cache[key] for key in keys]
+
+    def _probe(self, batch: list[tuple[str, bytes, Sequence[Any]]]) -> list[list[Any]]:
+        if not batch:
+            return []
+        run_many = getattr(self.run, "run_many", None)
+        if run_many is not None:
+            return run_many(batch, self.cfg.repeats)
+        return [self.run(data, questions, self.cfg.repeats) for _, data, questions in batch]  # type: ignore[operator]
 
     def question_utility(self, result: Any) -> float:
         """One graded answer's contribution to U (its correctness minus its reading costs)."""
@@ -157,9 +179,21 @@ class RolloutRewards:
 
 def rollout_rewards(record: Any, initial: float, probes: ProbeService, cfg: RewardConfig) -> RolloutRewards:
     """Per-turn rewards of one `RolloutRecord` from its probe snapshots and final workspace."""
-    turns = len(record.trajectory.turns)
-    at = {t: probes.utility(b, record.corpus_id) for t, b in record.probes.items()}
-    final = probes.utility(record.final, record.corpus_id)
-    rewards = probe_rewards(turns, initial, at, final, build_costs=record.build_costs, alpha=cfg.alpha,
-                            gamma=cfg.gamma, terminal=cfg.terminal)  # type: ignore[arg-type]
-    return RolloutRewards(rewards, initial, at, final, sparse_reward(final, record.build_costs, cfg.alpha))
+    return step_rewards([record], {record.corpus_id: initial}, probes, cfg)[0]
+
+
+def step_rewards(records: Sequence[Any], initial: dict[str, float], probes: ProbeService,
+                 cfg: RewardConfig) -> list[RolloutRewards]:
+    """Per-turn rewards of a step's `RolloutRecord`s (U(F_0) by corpus in `initial`); the step's distinct
+    snapshots (probe turns and final workspaces) are probed in one batch."""
+    snapshots = [(data, r.corpus_id) for r in records for data in (*r.probes.values(), r.final)]
+    values = iter(probes.utilities(snapshots))
+    out = []
+    for r in records:
+        at = {t: next(values) for t in r.probes}
+        final = next(values)
+        rewards = probe_rewards(len(r.trajectory.turns), initial[r.corpus_id], at, final, build_costs=r.build_costs,
+                                alpha=cfg.alpha, gamma=cfg.gamma, terminal=cfg.terminal)  # type: ignore[arg-type]
+        out.append(RolloutRewards(rewards, initial[r.corpus_id], at, final,
+                                  sparse_reward(final, r.build_costs, cfg.alpha)))
+    return out

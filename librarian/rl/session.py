@@ -38,9 +38,9 @@ from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.cluster.topology import RayConfig, TopologyError
 from librarian.cluster.waits import learner_timeout, wait_for
 from librarian.cluster.weight_sync import BroadcastSync, WeightSync, backend_options, broadcast_transport
-from librarian.evaluation.exam import ExamRunner, run_local
 from librarian.learner.batch import PolicySample
 from librarian.learner.config import LearnerConfig
+from librarian.rewards.probe_exam import ExamRunner, run_local
 
 log = logging.getLogger(__name__)
 

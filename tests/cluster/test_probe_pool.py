@@ -14,8 +14,8 @@ import pytest
 
 from librarian.datasets import to_documents
 from librarian.datasets.kbgym.build import build_kbgym
-from librarian.evaluation.exam import ReaderSpec, run_local
-from librarian.workspace import Workspace
+from librarian.rewards.probe_exam import ReaderSpec, run_local, snapshot_bytes, snapshot_key
+from librarian.workspace import Document, Workspace
 
 pytestmark = pytest.mark.slow
 
@@ -52,6 +52,19 @@ def test_the_pool_agrees_with_the_plain_loop(ray_session, setup) -> None:
         assert pool.run(ws, questions, repeats=2) == reference
         assert pool.run(ws, questions, repeats=2) == reference  # cached snapshot, same answers
         assert pool.failures == 0
+
+
+def test_many_snapshots_in_one_map_agree_with_one_plain_loop_each(ray_session, setup) -> None:
+    """A step's snapshots go through one map (`run_many`); each gets what the plain loop gives it."""
+    from librarian.cluster import ProbePool
+
+    ws, questions, reference = setup
+    small = Workspace.from_documents([Document(n.id, n.text, path=n.path) for n in ws if n.kind == "raw"][:20],
+                                     raw_policy="editable")
+    with ProbePool(ReaderSpec(), workers=2, chunk=7) as pool:
+        got = pool.run_many([(snapshot_key(snapshot_bytes(ws)), snapshot_bytes(ws), questions),
+                             (snapshot_key(snapshot_bytes(small)), snapshot_bytes(small), questions[:3])], repeats=2)
+    assert got == [reference, run_local(small, questions[:3], ReaderSpec(), repeats=2)]
 
 
 def test_a_worker_killed_mid_batch_is_replaced_and_nothing_is_lost_or_doubled(ray_session, setup) -> None:

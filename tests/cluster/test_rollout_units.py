@@ -10,7 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
+from librarian.cluster.builder_worker import BuilderRolloutWorker
 from librarian.rewards.construction import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
+from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
+from librarian.roles.probing_env import snapshot
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -27,8 +31,6 @@ def corpus():
 @pytest.fixture(scope="module")
 def builds(corpus):
     """Real builds in-process: the scripted builder as a teacher (tokenized) with probes every 2 turns."""
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
-
     spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=12, constrained=False, content_executor="none")
     worker = BuilderRolloutWorker(spec, RewardConfig(every=2, max_probes=3))
     return worker.run(BuildJob("j0", corpus.corpus_id, corpus.docs, group_size=1, greedy=True,
@@ -36,8 +38,6 @@ def builds(corpus):
 
 
 def _service(corpus, cfg):
-    from librarian.evaluation.exam import ExamRunner, ReaderSpec, run_local
-
     spec = ReaderSpec(budget=4)
     runner = ExamRunner(spec)
     return ProbeService(lambda data, qs, rep: run_local(data, qs, spec, rep, runner=runner),
@@ -56,7 +56,6 @@ def test_teacher_build_has_tokens_probes_and_changes_the_store(builds):
 
 @pytest.mark.parametrize("gamma", [1.0, 0.9])
 def test_per_turn_rewards_telescope_to_the_sparse_reward(builds, corpus, gamma):
-    from librarian.cluster.rollout_worker import snapshot
     from librarian.rewards import discounted_return
     from librarian.workspace import Workspace
 
@@ -118,8 +117,6 @@ def test_hints_nudge_towards_unconsolidated_questions_and_stop_when_done():
 
 
 def test_hints_reach_training_rollouts_only(corpus):
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
-
     worker = BuilderRolloutWorker(BuilderRolloutConfig(backend="scripted", options={"policy": "librarian_builder"},
                                                        budget=6, hint_every=2, content_executor="none"))
     train = worker.run(BuildJob("t", corpus.corpus_id, corpus.docs, 1, 0, hints=corpus.hints()))[0]
@@ -134,8 +131,6 @@ def test_constrained_builds_name_only_existing_folders_and_documents(corpus):
     a policy cannot spend actions on paths that are not there."""
     import json
     import re
-
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
 
     spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=3, max_new_tokens=100, constrained=True,
                                 content_executor="extractive", tool_listing="signatures")
@@ -155,8 +150,6 @@ def test_constrained_builds_name_only_existing_folders_and_documents(corpus):
 def test_a_teacher_for_a_constrained_student_sees_the_compact_signatures(corpus):
     """The SFT teacher is not sampled under the grammar, but its prompt must be the one its constrained student
     will be given (compact signatures: no `text` argument), or SFT trains on another prompt."""
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
-
     spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=3, constrained=True, content_executor="extractive",
                                 tool_listing="signatures")
     worker = BuilderRolloutWorker(spec, RewardConfig(every=2, max_probes=0))
@@ -173,7 +166,6 @@ def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar
     on the headroom preset's task every teacher turn, the key index's merge included, must be accepted."""
     import xgrammar as xgr
 
-    from librarian.cluster.rollout_worker import BuilderRolloutConfig, BuilderRolloutWorker, BuildJob
     from librarian.config import load_config
     from librarian.models.constrained import compiler_for
     from librarian.pipelines.builder.config import TrainBuilderConfig

@@ -9,15 +9,14 @@ import pytest
 from librarian.datasets import to_documents
 from librarian.datasets.kbgym.build import build_kbgym
 from librarian.evaluation.baselines import build_baseline
-from librarian.evaluation.exam import (
+from librarian.evaluation.exam import compare, summarize
+from librarian.rewards.probe_exam import (
     ExamError,
     ExamRunner,
     ReaderSpec,
-    compare,
     run_local,
     snapshot_bytes,
     snapshot_key,
-    summarize,
 )
 from librarian.search.factory import SearchConfig
 from librarian.workspace import SnapshotView, Workspace

@@ -16,7 +16,9 @@ from librarian.rewards.construction import (
     correctness,
     exam_utility,
     rollout_rewards,
+    step_rewards,
 )
+from librarian.roles.probing_env import snapshot
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -63,7 +65,6 @@ def _record(turns: int, probes: dict[int, bytes], final: bytes):
 
 
 def _snapshot(name: str) -> bytes:
-    from librarian.cluster.rollout_worker import snapshot
     from librarian.workspace import Document, Workspace
 
     return snapshot(Workspace.from_documents([Document(name, f"the workspace {name}")]))
@@ -103,3 +104,29 @@ def test_terminal_delta_telescopes_to_the_final_gain():
     expect[7], expect[15], expect[19] = 0.5, 0.0, 0.5
     assert w.turn_rewards == pytest.approx(expect)
     assert math.isclose(sum(w.turn_rewards), w.final - u0) and math.isclose(w.sparse, w.final)
+
+
+class BatchRunner:
+    """A probe runner with `run_many` that records each batch of (content hash, snapshot) it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def run_many(self, snapshots, repeats=1):
+        self.batches.append([key for key, _, _ in snapshots])
+        return [[_result(q, f) for q, f in zip(qs, ANSWERS[data], strict=True)] for _, data, qs in snapshots]
+
+
+def test_a_steps_distinct_snapshots_are_probed_in_one_batch_with_the_same_rewards():
+    cfg = RewardConfig(terminal="delta")
+    records = [_record(20, {8: P8, 16: P16}, FT), _record(20, {8: P8}, FT), _record(12, {}, P16)]
+    one_by_one = [rollout_rewards(r, 0.0, _service(cfg), cfg) for r in records]
+    runner = BatchRunner()
+    probes = ProbeService(runner, {"c0": ["q1", "q2"]}, cfg)
+    assert step_rewards(records, {"c0": 0.0}, probes, cfg) == one_by_one
+    assert len(runner.batches) == 1 and len(runner.batches[0]) == len(set(runner.batches[0])) == 3  # P8 P16 FT
+    assert probes.probes_run == 3
+    step_rewards(records, {"c0": 0.0}, probes, cfg)
+    assert len(runner.batches) == 1  # all cached: nothing probed again
+    assert probes.utilities([(F0, "c0"), (FT, "c0"), (F0, "c0")]) == [0.0, 1.0, 0.0]
+    assert len(runner.batches) == 2 and len(runner.batches[1]) == 1  # only F_0 was new, and sent once

@@ -20,6 +20,12 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from librarian.cluster.builder_jobs import BuildJob
+from librarian.evaluation.exam import compare, summarize
+from librarian.rewards.probe_exam import snapshot_key
+from librarian.roles.probing_env import snapshot
+from librarian.workspace import Workspace
+
 PAIRS = (("trained_builder", "flat"), ("scripted_builder", "flat"), ("trained_builder", "scripted_builder"),
          ("trained_builder", "untrained_builder"), ("trained_builder", "sft_builder"),
          ("sft_builder", "untrained_builder"))
@@ -28,8 +34,6 @@ PAIRS = (("trained_builder", "flat"), ("scripted_builder", "flat"), ("trained_bu
 def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
     """`s` is the run's `RLSession`. The policy's greedy build of every exam corpus (weights of at least `min_version`, default: the latest
     published): corpus id -> the final snapshot and the build's figures."""
-    from librarian.cluster.rollout_worker import BuildJob
-
     version = s.version if min_version is None else min_version
     jobs = [BuildJob(f"exam-{stage}-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed,
                      min_version=version, greedy=True) for c in corpora]
@@ -49,10 +53,6 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
 
     `stages` holds earlier `policy_builds` (e.g. untrained_builder, sft_builder); the trained policy and the
     scripted builder are built here."""
-    from librarian.cluster.rollout_worker import BuildJob, snapshot
-    from librarian.evaluation.exam import compare, snapshot_key, summarize
-    from librarian.workspace import Workspace
-
     if not corpora:
         return [], {}
     scripted = [BuildJob(f"exam-scripted-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed,

@@ -13,18 +13,19 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from librarian.cluster.rollout_worker import BuildJob, snapshot
+from librarian.cluster.builder_jobs import BuildJob
 from librarian.pipelines.builder.corpora import Corpus
-from librarian.rewards.construction import ProbeService, RolloutRewards, fold_tokenless, rollout_rewards
+from librarian.rewards.construction import ProbeService, RolloutRewards, fold_tokenless, step_rewards
 from librarian.rl.samples import valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation
+from librarian.roles.probing_env import snapshot
+from librarian.workspace import Workspace
 
 
 def initial_utilities(corpora: Sequence[Corpus], probes: ProbeService) -> dict[str, float]:
-    """U(F_0) of every corpus's flat store."""
-    from librarian.workspace import Workspace
-
-    return {c.corpus_id: probes.utility(snapshot(Workspace.from_documents(c.docs)), c.corpus_id) for c in corpora}
+    """U(F_0) of every corpus's flat store (the flat stores probed in one batch)."""
+    flat = [(snapshot(Workspace.from_documents(c.docs)), c.corpus_id) for c in corpora]
+    return dict(zip([c.corpus_id for c in corpora], probes.utilities(flat), strict=True))
 
 
 class BuilderTask:
@@ -44,8 +45,9 @@ class BuilderTask:
                 for b, c in rotation(self.corpora, step, learner.batch_size)]
 
     def rewards(self, records: Sequence[Any]) -> list[RolloutRewards]:
-        """Each build's per-turn rewards (every turn), U(F_0), probe utilities and U(F_T)."""
-        return [rollout_rewards(r, self.initial[r.corpus_id], self.probes, self.cfg.reward) for r in records]
+        """Each build's per-turn rewards (every turn), U(F_0), probe utilities and U(F_T); the step's snapshots
+        probed in one batch."""
+        return step_rewards(records, self.initial, self.probes, self.cfg.reward)
 
     def turn_rewards(self, records: list[Any]) -> tuple[list[list[float]], list[RolloutRewards]]:
         details = self.rewards(records)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from librarian.cluster.rollout_worker import BuilderRolloutWorker
+from librarian.cluster.builder_worker import BuilderRolloutWorker
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.builder.corpora import task_corpora, teacher_corpora
 from librarian.pipelines.builder.exam import policy_builds, run_exam
@@ -53,7 +53,8 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     log.info("2/5 Ray: learner, %d rollout workers, %d probe workers", cfg.rollout.workers, cfg.probe.workers)
     with Trainer(cfg, "train_builder", BuilderRolloutWorker, (cfg.rollout, cfg.reward), probe=cfg.probe) as t:
         everything = list({c.corpus_id: c for c in train + exam + teacher}.values())
-        probes = ProbeService(t.session.probe_run, {c.corpus_id: c.questions for c in everything}, cfg.reward)
+        runner = t.session.probes if t.session.probes is not None else t.session.probe_run  # the pool: one map a step
+        probes = ProbeService(runner, {c.corpus_id: c.questions for c in everything}, cfg.reward)
         task = BuilderTask(cfg, train, probes, initial_utilities(everything, probes))
         stages: dict[str, dict] = {}
         fresh = cfg.exam.enabled and not cfg.resume

@@ -35,12 +35,17 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from librarian.config import ConfigError, to_plain, write_config
+from librarian.config import ConfigError, to_plain
 from librarian.datasets.records import DatasetError
 from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
-from librarian.evaluation.exam import ReaderSpec
-from librarian.redact import redact
+from librarian.evaluation.exam import compare, summarize
+from librarian.online.policy import PolicyConfig
+from librarian.pipelines import scaffold
+from librarian.pipelines.curator.train import TrainCuratorConfig
+from librarian.pipelines.curator.train import run as train_curator
+from librarian.pipelines.entry import pipeline_main
+from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
 
 log = logging.getLogger("librarian.evaluate")
 BASELINE_STORES = ("flat", "graphrag", "hipporag", "raptor", "autocompaction", "untrained_builder")
@@ -142,8 +147,6 @@ def exam_readers(cfg: EvaluateConfig, flat_data: bytes, questions: list, group_q
     Arms that differ only in search mode share one runner (one index and
     embedding of the store), with the mode swapped between exams.
     """
-    from librarian.evaluation.exam import ExamRunner, run_local
-
     runners: dict[str, ExamRunner] = {}
     out = {}
     for name, spec in reader_arms(cfg).items():
@@ -177,8 +180,6 @@ def _curated(cfg: EvaluateConfig, out: Path) -> tuple[Any, int, dict]:
         trace = Path(cfg.curated.snapshot) / "trace.parquet"
         ops = [e.op for e in read_trace(trace)] if trace.is_file() else []
         return ws, written_tokens(ops), {"source": cfg.curated.snapshot}
-    from librarian.pipelines.curator.train import PolicyConfig, TrainCuratorConfig
-    from librarian.pipelines.curator.train import run as train
 
     run_dir = out / "train_curator"
     curator = PolicyConfig(backend=cfg.curated.curator.get("backend", "scripted"),
@@ -192,7 +193,7 @@ def _curated(cfg: EvaluateConfig, out: Path) -> tuple[Any, int, dict]:
     tc = replace(tc, **dict(cfg.curated.settings))
     log.info("training the curated store in-process (%d questions x %d epochs) into %s",
              cfg.curated.train_questions, cfg.curated.epochs, run_dir)
-    trained = train(tc)
+    trained = train_curator(tc)
     ops = [e.op for e in read_trace(run_dir / "trace.parquet")]
     return _load_snapshot(str(run_dir)), written_tokens(ops), {"source": str(run_dir),
                                                                 "training": trained.get("training", {})}
@@ -229,11 +230,9 @@ def build_stores(cfg: EvaluateConfig, flat_ws: Any, out: Path) -> dict[str, dict
 
 def run(cfg: EvaluateConfig) -> dict[str, Any]:
     """Evaluate inside an MLflow run (FAILED if the evaluation fails); returns what results.json holds."""
-    from librarian.tracking import Tracker
-
     _check(cfg)
     out = Path(cfg.out_dir)
-    with Tracker(cfg.experiment, out, cfg.tracking_uri or None, pipeline="evaluate") as tracker:
+    with scaffold.tracker(cfg, "evaluate") as tracker:
         results = evaluate(cfg)
         track(tracker, cfg, out, results["rows"])
     return results
@@ -243,22 +242,13 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     """Build, examine and compare the stores; returns what results.json holds."""
     from librarian.datasets import flat_documents
     from librarian.datasets.kbgym.gradient import gradient_groups
-    from librarian.datasets.source import load_source, require_splits
-    from librarian.evaluation.exam import compare, run_local, summarize
     from librarian.evaluation.metrics.coverage import coverage_readings
     from librarian.evaluation.report import markdown_table, plot_all, write_report
     from librarian.workspace import Workspace, codec
     from librarian.workspace.stats import structure_stats
 
-    _check(cfg)
-    started = time.perf_counter()
-    out = write_config(cfg.out_dir, cfg)
-
-    try:
-        source = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
-        require_splits(source, cfg.splits)
-    except DatasetError as exc:
-        raise ConfigError(str(exc)) from None
+    out, started = scaffold.start(cfg, _check)
+    source = scaffold.load_data(cfg, out, cfg.splits)
     log.info("1/5 %s -> the flat store", source.describe())
     docs = flat_documents(source.corpus)
     flat_ws = Workspace.from_documents(docs, raw_policy="editable")
@@ -333,8 +323,8 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     results = {"rows": rows, **extra, "questions": len(questions), "splits": list(cfg.splits),
                "data": {"source": cfg.data.source, "name": source.name, **source.config}, "f1_floor": cfg.f1_floor,
                "structure": {k: v.as_dict() for k, v in structure.items()},
-               "plots": [p.name for p in plots], "elapsed_s": time.perf_counter() - started, "config": redact(to_plain(cfg))}
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+               "plots": [p.name for p in plots], "elapsed_s": time.perf_counter() - started, "config": scaffold.config_record(cfg)}
+    scaffold.write_results(out, results)
     notes = [f"{source.describe()} (seed {cfg.seed}); {len(questions)} questions from "
              f"{', '.join(cfg.splits)}; reader {cfg.reader.backend} {cfg.reader.options} with budget "
              f"{cfg.reader.budget}; ablations are of '{cfg.ablation_base}'."]
@@ -364,6 +354,4 @@ def track(tracker: Any, cfg: EvaluateConfig, out: Path, rows: list[dict[str, Any
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian evaluate [--config FILE] [key=value ...]`."""
-    from librarian.pipelines.entry import pipeline_main
-
     return pipeline_main("evaluate", __doc__, EvaluateConfig, run, argv, check=_check)
