@@ -63,6 +63,9 @@ class LearnerConfig:
     grad_accum: int = 1  # micro-batches per optimizer step (at most: never more than the samples)
     max_tokens_per_micro_batch: int = 0  # > 0: micro-batches by token budget instead of grad_accum (verl's
     # dynamic batch size): rows x longest row <= this; a longer sequence is a micro-batch of its own
+    shared_prefix: int = 0  # > 0: samples that open with at least this many equal tokens (a GRPO group's prompt)
+    # run that opening through the model once per update, not once per sample (torch engine, no gradient
+    # checkpointing, no KL term; learner/shared_prefix.py)
     logprob_chunk: int = 1024  # trained positions projected to the vocabulary at a time (0: the whole batch)
     precision: str = "fp32"  # fp32 | bf16: bfloat16 compute with float32 master weights (DeepSpeed's bf16
     # section; the torch engine: autocast over float32 trainable parameters)
@@ -124,6 +127,12 @@ def validate(cfg: LearnerConfig) -> LearnerConfig:
     if cfg.loss.kl_coef < 0 or cfg.loss.clip_ratio <= 0 or cfg.loss.clip_ratio_c <= 1:
         raise LearnerError("learner.loss needs kl_coef >= 0, clip_ratio > 0 and clip_ratio_c > 1, "
                            f"got {cfg.loss}")
+    if cfg.shared_prefix < 0:
+        raise LearnerError(f"learner.shared_prefix must be >= 0 (0: off), got {cfg.shared_prefix}")
+    if cfg.shared_prefix and (cfg.engine != "torch" or cfg.gradient_checkpointing or cfg.loss.kl_coef > 0):
+        raise LearnerError("learner.shared_prefix needs learner.engine=torch, gradient_checkpointing=false and "
+                           f"loss.kl_coef=0, got engine={cfg.engine!r}, gradient_checkpointing="
+                           f"{cfg.gradient_checkpointing}, kl_coef={cfg.loss.kl_coef}")
     if cfg.deepspeed.zero_stage not in (0, 1, 2, 3):
         raise LearnerError(f"learner.deepspeed.zero_stage must be 0-3, got {cfg.deepspeed.zero_stage}")
     return cfg

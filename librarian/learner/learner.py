@@ -57,6 +57,7 @@ from librarian.learner.losses import (
     policy_loss,
     token_logprobs,
 )
+from librarian.learner.shared_prefix import PrefixPass, prefix_groups, suffix_sample
 from librarian.learner.weights import WeightsPayload
 from librarian.models.weight_transfer.payloads import this_node
 
@@ -194,20 +195,23 @@ class Learner:
         return out
 
     def _logits(self, ids: torch.Tensor, attention: torch.Tensor, first: int = 0, model: Any = None,
-                temperature: float | None = None) -> torch.Tensor:
+                temperature: float | None = None, model_inputs: dict[str, Any] | None = None) -> torch.Tensor:
         """Next-token logits (float32, the whole batch) for target columns `first`.. (the plain path)."""
         keep = ids.shape[1] - first
+        inputs = {"attention_mask": attention, **(model_inputs or {})}
         with self.engine.autocast():
-            out = (self.model if model is None else model)(input_ids=ids, attention_mask=attention, use_cache=False,
-                                                            logits_to_keep=keep)
+            out = (self.model if model is None else model)(input_ids=ids, use_cache=False, logits_to_keep=keep,
+                                                            **inputs)
         return out.logits[:, -keep:-1].float() / (self.cfg.temperature if temperature is None else temperature)
 
     def token_stats(self, batch: TensorBatch, t: dict[str, torch.Tensor], first: int, samples: Any = None,
                     model: Any = None, rows: torch.Tensor | None = None,
-                    entropy_grad: bool = False, temperature: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    entropy_grad: bool = False, temperature: float | None = None,
+                    model_inputs: dict[str, Any] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of the target tokens and the entropies, (batch, columns), at the trained positions (`rows`,
         default the loss mask; 0 elsewhere): chunk by chunk (`logprob_chunk`), or from the whole batch's logits,
-        at `temperature` (default `learner.temperature`). `samples` bring their grammar masks."""
+        at `temperature` (default `learner.temperature`). `samples` bring their grammar masks; `model_inputs`
+        go to the model too (a shared opening's cache)."""
         temperature = self.cfg.temperature if temperature is None else temperature
         rows = t["mask"] > 0 if rows is None else rows
         module = self.model if model is None else model
@@ -217,8 +221,8 @@ class Learner:
             banned = disallowed_rows(samples, first, rows, head.out_features, self.tokenizer) if samples else None
             with self.engine.autocast():
                 return token_stats(module, batch.input_ids, batch.attention_mask, first, t["ids"], rows,
-                                   temperature, self.cfg.logprob_chunk, banned)
-        logits = self._logits(batch.input_ids, batch.attention_mask, first, model, temperature)
+                                   temperature, self.cfg.logprob_chunk, banned, model_inputs)
+        logits = self._logits(batch.input_ids, batch.attention_mask, first, model, temperature, model_inputs)
         if samples:
             logits = mask_logits(logits, disallowed_mask(samples, first, tuple(logits.shape), self.tokenizer,
                                                          logits.device))
@@ -239,6 +243,24 @@ class Learner:
             return [(p, 1.0) for p in parts] + [([samples[0]], 0.0)] * (count - len(parts))
         return [(p, 1.0) for p in parts]
 
+    def _passes(self, samples: Sequence[PolicySample]) -> Iterator[tuple[Any, list[PolicySample] | None, float]]:
+        """(shared opening or None, micro-batch, weight) of an update, then (opening, None, 0) once an opening's
+        micro-batches are done. With `learner.shared_prefix` > 0, samples that share an opening of at least that
+        many tokens run it once (`shared_prefix.PrefixPass`) and their micro-batches hold the suffixes."""
+        if not self.cfg.shared_prefix:
+            for part, weight in self.micro_batches(samples):
+                yield None, part, weight
+            return
+        for length, members in prefix_groups(samples, self.cfg.shared_prefix):
+            opening = None
+            if length:
+                opening = PrefixPass(self.model, members[0].token_ids[:length], self.engine.device,
+                                     self.engine.autocast())
+            for part, weight in self.micro_batches([suffix_sample(s, length) for s in members]):
+                yield opening, part, weight
+            if opening is not None:
+                yield opening, None, 0.0
+
     @staticmethod
     def _targets(batch: Any) -> tuple[dict[str, torch.Tensor], int]:
         t = batch.targets()
@@ -251,7 +273,6 @@ class Learner:
         if not samples:
             raise LearnerError("Learner.step needs at least one sample")
         start = time.perf_counter()
-        micro = self.micro_batches(samples)
         trained = [sum(s.loss_mask[1:]) for s in samples]
         # the whole batch's counts (summed over the ranks' shares): the normalisation of one learner on all of it
         n, num_tokens, num_seqs = self.all_reduce([len(samples), sum(trained), sum(1 for k in trained if k)])
@@ -262,11 +283,17 @@ class Learner:
         tokens = 0
         loss_cfg = self.cfg.loss
         device = self.engine.device
-        for part, weight in micro:  # weight 0: a rank's filler pass (ZeRO-2/3 ranks run equally many)
+        for opening, part, weight in self._passes(samples):  # weight 0: a rank's filler pass (ZeRO-2/3)
+            if part is None:  # a shared opening's suffixes are all done: backpropagate through the opening
+                opening.finish()
+                tokens += opening.length
+                continue
             batch = collate(part, self.pad_id).to(device)
             t, first = self._targets(batch)
             tokens += int(batch.attention_mask.sum()) if weight else 0
-            logp, entropy = self.token_stats(batch, t, first, part, entropy_grad=bool(loss_cfg.entropy_coef))
+            extra = opening.inputs(batch.attention_mask.to(device)) if opening else None
+            logp, entropy = self.token_stats(batch, t, first, part, entropy_grad=bool(loss_cfg.entropy_coef),
+                                             model_inputs=extra)
             pg, metrics = policy_loss(t["old"], logp, t["adv"], t["mask"], loss_cfg, info)
             ent = aggregate(entropy, t["mask"], loss_cfg.agg_mode, info)
             loss = pg - loss_cfg.entropy_coef * ent if loss_cfg.entropy_coef else pg

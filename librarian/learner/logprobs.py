@@ -102,11 +102,13 @@ def chunked_stats(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 
 def token_stats(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, first: int,
                 targets: torch.Tensor, rows: torch.Tensor, temperature: float, chunk: int,
-                banned: GrammarRows | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                banned: GrammarRows | None = None, model_inputs: dict[str, Any] | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
     """Log-probs and entropies (batch, columns) of `targets` at the `rows` (bool, batch x columns) positions.
 
     Column j predicts token `first + j + 1`; positions outside `rows` are 0 (they carry no loss). `banned`: the
-    grammar masks of the selected rows (`constraints.disallowed_rows`).
+    grammar masks of the selected rows (`constraints.disallowed_rows`). `model_inputs` go to the model too (a
+    shared opening's cache and the attention mask over it: `shared_prefix.PrefixPass.inputs`).
     """
     inner = hf_model(model)
     head = inner.get_output_embeddings()
@@ -123,7 +125,8 @@ def token_stats(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
 
     head.forward = forward  # an instance attribute shadows the class's forward for this call only
     try:
-        out = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, logits_to_keep=keep)
+        inputs = {"attention_mask": attention_mask, **(model_inputs or {})}
+        out = model(input_ids=input_ids, use_cache=False, logits_to_keep=keep, **inputs)
     finally:
         del head.forward
     if len(box) != 1:
