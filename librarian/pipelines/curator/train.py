@@ -36,12 +36,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from librarian.config import ConfigError, to_plain, write_config
+from librarian.config import ConfigError
 from librarian.datasets.records import DatasetError
 from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
 from librarian.online.policy import PolicyConfig, loop_config, make_policy
-from librarian.redact import redact
+from librarian.pipelines import scaffold
+from librarian.pipelines.curator.exams import as_rows, compare, freeze, per_class, run_exam, summarize
+from librarian.pipelines.curator.report import plot_learning_curve, results_table, template_table
+from librarian.pipelines.entry import pipeline_main
 from librarian.search.factory import SearchConfig
 
 log = logging.getLogger("librarian.train_curator")
@@ -84,10 +87,8 @@ class TrainCuratorConfig:
 
 def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
     """Train inside an MLflow run (FAILED if training fails); returns the figures also in results.json."""
-    from librarian.tracking import Tracker
-
     _check(cfg)
-    with Tracker(cfg.experiment, cfg.out_dir, cfg.tracking_uri or None, pipeline="train_curator") as tracker:
+    with scaffold.tracker(cfg, "train_curator") as tracker:
         tracker.log_config(cfg)
         results = train(cfg)
         for point in results["eval_curve"]:
@@ -102,10 +103,7 @@ def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
 def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     """Train a store on the train split and examine it; returns the figures also written to results.json."""
     from librarian.datasets import flat_documents
-    from librarian.datasets.source import load_source, require_splits
     from librarian.evaluation.metrics.coverage import coverage_readings
-    from librarian.pipelines.curator.exams import as_rows, compare, freeze, per_class, run_exam, summarize
-    from librarian.pipelines.curator.report import plot_learning_curve, results_table, template_table
     from librarian.rewards.scoring import score_answer
     from librarian.roles import ToolContext, ToolEnv, kbgym_curator, kbgym_reader, run_episode
     from librarian.roles.kbgym_passes import backward_task, forward_task, outcome
@@ -113,20 +111,14 @@ def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     from librarian.search.sync import IndexSync
     from librarian.workspace import NearDuplicateGuard, Workspace, codec, write_trace
 
-    _check(cfg)
-    out = write_config(cfg.out_dir, cfg)
-    started = time.perf_counter()
+    out, started = scaffold.start(cfg, _check)
     traj_file = (out / "trajectories.jsonl").open("w", encoding="utf-8") if cfg.save_trajectories else None
 
     def save(phase: str, epoch: int, qid: str, traj: Any) -> None:
         if traj_file is not None:
             traj_file.write(json.dumps({"phase": phase, "epoch": epoch, "qid": qid, **traj.to_dict()}) + "\n")
 
-    try:
-        data = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
-        require_splits(data, ["train"])
-    except DatasetError as exc:
-        raise ConfigError(str(exc)) from None
+    data = scaffold.load_data(cfg, out, ["train"])
     log.info("1/5 %s -> flat store and %s index", data.describe(), cfg.search.backend)
     docs = flat_documents(data.corpus)
     ws = Workspace.from_documents(docs, raw_policy="editable", guard=NearDuplicateGuard(threshold=cfg.dedup_threshold))
@@ -243,9 +235,9 @@ def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
         "snapshot_hash": ws.content_hash(),
         "backends": {"reader": reader.name, "curator": curator.name, "exam_reader": examiner.name},
         "elapsed_s": time.perf_counter() - started,
-        "config": redact(to_plain(cfg)),
+        "config": scaffold.config_record(cfg),
     }
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    scaffold.write_results(out, results)
     print(table)
     print(f"\ntrained questions: rho {_show(results['rho_trained'])} (95% CI {head.get('rho_ci')}), "
           f"F1 {_show(results['f1_trained'])} vs flat {_show(results['f1_flat_trained'])}; "
@@ -282,6 +274,4 @@ def _check(cfg: TrainCuratorConfig) -> None:
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian train_curator [--config FILE] [key=value ...]`."""
-    from librarian.pipelines.entry import pipeline_main
-
     return pipeline_main("train_curator", __doc__, TrainCuratorConfig, run, argv, check=_check)

@@ -35,13 +35,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from librarian.config import ConfigError, to_plain, write_config
-from librarian.datasets.records import DatasetError, Question
+from librarian.config import ConfigError
+from librarian.datasets.records import Question
 from librarian.online.curation import Logged, Reask, Reasked, Served, held_back
 from librarian.online.policy import loop_config, make_policy
 from librarian.online.workspace import OnlineWorkspace
+from librarian.pipelines import scaffold
+from librarian.pipelines.entry import pipeline_main
 from librarian.pipelines.evaluate.online_config import EvaluateOnlineConfig, check
-from librarian.redact import redact
+from librarian.pipelines.evaluate.online_report import compare, crossover, plot, windows
 
 log = logging.getLogger("librarian.evaluate_online")
 
@@ -121,10 +123,8 @@ def stream_of(data: Any, cfg: EvaluateOnlineConfig) -> tuple[list[Question], lis
 
 def run(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     """Evaluate inside an MLflow run; returns the figures also in results.json."""
-    from librarian.tracking import Tracker
-
     check(cfg)
-    with Tracker(cfg.experiment, cfg.out_dir, cfg.tracking_uri or None, pipeline="evaluate_online") as tracker:
+    with scaffold.tracker(cfg, "evaluate_online") as tracker:
         tracker.log_config(cfg)
         results = evaluate(cfg)
         for w in results["windows"]:
@@ -139,17 +139,10 @@ def run(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
 def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     """The prequential run (see the module docstring); returns the figures written to results.json."""
     from librarian.datasets import flat_documents
-    from librarian.datasets.source import load_source
-    from librarian.pipelines.evaluate.online_report import compare, crossover, plot, windows
     from librarian.rewards.scoring import score_answer
 
-    check(cfg)
-    started = time.perf_counter()
-    out = write_config(cfg.out_dir, cfg)
-    try:
-        data = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
-    except DatasetError as exc:
-        raise ConfigError(str(exc)) from None
+    out, started = scaffold.start(cfg, check)
+    data = scaffold.load_data(cfg, out)
     stream, heldout = stream_of(data, cfg)
     log.info("1/5 %s -> the flat store as version 0", data.describe())
     docs = flat_documents(data.corpus)
@@ -236,9 +229,9 @@ def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
         "data": {"source": cfg.data.source, "name": data.name},
         "workspace": str(folder), "final_version": last.version, "final_snapshot_hash": last.snapshot_hash,
         "backends": {"reader": reader.backend.name, "curator": online.curator.name},
-        "elapsed_s": time.perf_counter() - started, "config": redact(to_plain(cfg)),
+        "elapsed_s": time.perf_counter() - started, "config": scaffold.config_record(cfg),
     }
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    scaffold.write_results(out, results)
     print(f"last window: rho {_show(tail['rho'])} {tail['rho_ci']}, F1 {tail['f1']:.3f} vs flat {tail['f1_flat']:.3f}; "
           f"held-out ({cfg.heldout_split}): rho {_show(heldout_cmp['rho'])} {heldout_cmp['rho_ci']}; "
           f"{construction['swapped']} swaps of {construction['rounds']} rounds; construction "
@@ -263,6 +256,4 @@ def _show(value: float | None, digits: int = 3) -> str:
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian evaluate_online [--config FILE] [key=value ...]`."""
-    from librarian.pipelines.entry import pipeline_main
-
     return pipeline_main("evaluate_online", __doc__, EvaluateOnlineConfig, run, argv, check=check)

@@ -1,0 +1,51 @@
+"""What the non-RL pipelines (evaluate, evaluate_online, train_curator) share around their recipe: the
+checked config and the out folder with its config.yaml, the data source, the MLflow run and results.json."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from librarian.config import ConfigError, to_plain, write_config
+from librarian.datasets.records import DatasetError
+from librarian.datasets.source import load_source, require_splits
+from librarian.redact import redact
+from librarian.tracking import Tracker
+
+
+def tracker(cfg: Any, pipeline: str) -> Tracker:
+    """The run's MLflow run (`experiment`, `tracking_uri`, local under `out_dir` by default)."""
+    return Tracker(cfg.experiment, cfg.out_dir, cfg.tracking_uri or None, pipeline=pipeline)
+
+
+def start(cfg: Any, check: Callable[[Any], None]) -> tuple[Path, float]:
+    """Check the config and write `out_dir/config.yaml`; returns the out folder and the start time."""
+    check(cfg)
+    started = time.perf_counter()
+    return write_config(cfg.out_dir, cfg), started
+
+
+def load_data(cfg: Any, out: Path, splits: Sequence[str] = ()) -> Any:
+    """The config's data source (`data`, `people`, `seed`), with `splits` required; a bad one is a ConfigError."""
+    try:
+        source = load_source(cfg.data, cfg.people, cfg.seed, out / "data")
+        if splits:
+            require_splits(source, list(splits))
+    except DatasetError as exc:
+        raise ConfigError(str(exc)) from None
+    return source
+
+
+def config_record(cfg: Any) -> dict:
+    """The resolved config as results.json records it, credentials masked."""
+    return redact(to_plain(cfg))
+
+
+def write_results(out: Path, results: dict[str, Any]) -> Path:
+    """`out/results.json`."""
+    path = out / "results.json"
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    return path
