@@ -8,7 +8,7 @@ Reads top to bottom:
 2. Ray (a cluster named by `ray.address` or $RAY_ADDRESS is joined, else
    one starts here) and the sweep's MLflow parent run;
 3. the Tune experiment `out_dir/tune`: each cell is a trial (the trainable
-   in `ablate_trial.py`) in a placement group sized from its config (a
+   in `ablate/trial.py`) in a placement group sized from its config (a
    bundle per actor its session starts), queued by Tune until the cluster
    holds it (an autoscaler may add nodes meanwhile), with Tune's
    concurrency limit (`max_concurrent`; 0: none), retries

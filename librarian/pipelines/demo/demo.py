@@ -9,12 +9,12 @@ and index on disk -> replay from disk, checked identical to the live store.
 Writes `results.json` (figures + resolved config) and `store_growth.png`;
 at the end `summary.md` (printed last) says what each part showed.
 
-Part 2 (`jam=true`, the default; about a minute): JAM memory (`demo_jam.py`):
+Part 2 (`jam=true`, the default; about a minute): JAM memory (`demo/jam.py`):
 a Memory-Gym history memorized into a hierarchical workspace, one session
 appended incrementally, the scripted researcher on paper 002's arms with
 CIs, under `out_dir/jam`.
 
-Part 3 (`rl=true`, the default): the RL builder demo of `demo_rl.py` — a
+Part 3 (`rl=true`, the default): the RL builder demo of `demo/rl.py` — a
 SmolLM2 builder with LoRA after a short SFT warm start, 2 rollout workers, a
 probe worker and the learner on local Ray, 3 GRPO steps, an exam of flat vs
 scripted vs trained builder, MLflow under `out_dir/rl`.
