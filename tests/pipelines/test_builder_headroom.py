@@ -16,6 +16,7 @@ from librarian.pipelines.builder.corpora import (
     task_corpora,
     teacher_corpora,
 )
+from librarian.rl.task import rotation
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET = ROOT / "configs" / "learning_builder.yaml"
@@ -129,3 +130,24 @@ def test_sft_corpora_come_from_further_worlds_with_every_group_size_and_never_fr
     assert not ids & {q.id for c in train + exam for q in c.questions}
     with pytest.raises(CorpusError, match="sft_seeds holds the exam's universe 1"):
         sft_corpora(load_config(TrainBuilderConfig, [*base, "data.sft_seeds=[1]"]).data, 3)
+
+
+def test_training_corpora_from_many_worlds_take_turns_and_are_never_revisited_in_a_run():
+    base = ["data.people=200", "data.exam_corpora=4", "data.max_support=13", "data.min_support=6",
+            "data.questions_per_corpus=1", "data.docs_per_corpus=16", "data.train_min_support=11",
+            "data.question_kinds=[qc4_city_count,qc4_job_count]",
+            "data.split_sizes={train: 60, test_in: 250, test_out: 0, eval_in: 40, eval_out: 0}"]
+    data = load_config(TrainBuilderConfig, [*base, "data.train_corpora=9", "data.train_seeds=[3,4,5]"]).data
+    _, train, exam = task_corpora(data)
+    worlds = [c.corpus_id.split("-")[0] for c in train]
+    assert worlds == ["w3", "w4", "w5"] * 3  # one corpus of each universe in turn
+    assert len({c.corpus_id for c in train}) == 9
+    questions = [q.id for c in train for q in c.questions]
+    assert len(set(questions)) == 9 and not set(questions) & {q.id for c in exam for q in c.questions}
+    assert all(len(q.support) >= 11 for c in train for q in c.questions)  # drawn with the training minimum
+    # a step's corpora are (step x batch + b) mod train_corpora: 9 corpora cover 9 steps of one without a repeat
+    assert len({c.corpus_id for s in range(9) for _, c in rotation(train, s, 1)}) == 9
+    with pytest.raises(CorpusError, match="train_seeds holds the exam's universe 1"):
+        task_corpora(load_config(TrainBuilderConfig, [*base, "data.train_corpora=2", "data.train_seeds=[3,1]"]).data)
+    with pytest.raises(CorpusError, match=r"hold \d+ training corpora, fewer than data.train_corpora=500"):
+        task_corpora(load_config(TrainBuilderConfig, [*base, "data.train_corpora=500", "data.train_seeds=[3]"]).data)

@@ -39,6 +39,9 @@ class DataConfig:
     # flat store cannot answer, so that builds differ in reward
     train_seed: int | None = None  # the training corpora from another universe (every split of it);
     # None: the train split of `seed`'s universe. The exam always uses `seed`'s held-out splits.
+    train_seeds: list = field(default_factory=list)  # the training corpora from these universes, one corpus of
+    # each in turn (every split; questions suffixed @w<seed>); set train_corpora >= steps x batch_size for a run
+    # that never revisits a corpus; empty: `train_seed` (or `seed`'s train split)
     sft_seeds: list = field(default_factory=list)  # further universes whose corpora (drawn as the training
     # corpora are) the SFT teacher builds after the training corpora (`sft.corpora` counts both), so the warm
     # start sees many keys while GRPO keeps its few revisited corpora; empty: the training corpora only

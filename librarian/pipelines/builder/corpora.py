@@ -131,7 +131,10 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
     sets of corpora; `train_min_support` (when > 0) replaces `min_support`
     for the training corpora, and `train_seed` (when set and not `seed`)
     draws them from every split of another universe, so a task can train on
-    questions with headroom while its exam keeps `seed`'s held-out splits.
+    questions with headroom while its exam keeps `seed`'s held-out splits;
+    `train_seeds` (when not empty) draws them from several universes in turn
+    (`universe_corpora`), so that steps with `train_corpora` >= steps x
+    batch_size never revisit a corpus.
     """
     from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 
@@ -146,39 +149,69 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
     if train_seed is not None and train_seed != data.seed:  # another world: all of it is training material
         train_world = build_kbgym(people=data.people, seed=train_seed, sizes=SplitSizes(**sizes))
         train_splits = ("train", *EXAM_SPLITS)
-    train = make_corpora(train_world, data.train_corpora, splits=train_splits, prefix="c",
-                         min_support=getattr(data, "train_min_support", 0) or min_support, **common)
-    if train_world is not kbgym:  # question ids count within a universe: keep the other world's apart
+    train_seeds = list(getattr(data, "train_seeds", None) or ())
+    if train_seeds:  # many universes, one corpus of each in turn: every step trains on fresh corpora
+        train = universe_corpora(data, train_seeds, data.train_corpora, "w", "data.train_seeds", interleave=True)
+        if len(train) < data.train_corpora:
+            raise CorpusError(f"data.train_seeds {train_seeds} hold {len(train)} training corpora, fewer than "
+                              f"data.train_corpora={data.train_corpora}: add universes or lower train_corpora")
+    else:
+        train = make_corpora(train_world, data.train_corpora, splits=train_splits, prefix="c",
+                             min_support=getattr(data, "train_min_support", 0) or min_support, **common)
+    if train_world is not kbgym and not train_seeds:  # question ids count within a universe: keep the other world's apart
         train = [replace(c, questions=[replace(q, id=f"{q.id}@w{train_seed}") for q in c.questions]) for c in train]
     held = make_corpora(kbgym, data.exam_corpora, splits=EXAM_SPLITS, prefix="x", min_support=min_support,
                         **common) if exam else []
     return kbgym, train, held
 
 
-def sft_corpora(data: Any, count: int) -> list[Corpus]:
-    """Up to `count` teacher corpora from the universes `data.sft_seeds`, drawn as the training corpora are (every
-    split, `train_min_support` (or `min_support`)..`max_support` members; questions suffixed `@s<seed>`), all of
-    each universe's questions before the next; [] without seeds."""
+def universe_corpora(data: Any, seeds: list[int] | tuple[int, ...], count: int, tag: str, key: str,
+                     interleave: bool = False) -> list[Corpus]:
+    """Up to `count` corpora from the universes `seeds`, drawn as training corpora are (every split,
+    `train_min_support` (or `min_support`)..`max_support` members; corpus ids `<tag><seed>-<i>`, questions
+    suffixed `@<tag><seed>`): all of each universe's questions before the next, or with `interleave` one
+    corpus of each universe in turn (so consecutive steps train on different universes). `key` names the config
+    field that lists the seeds, for errors."""
     from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 
     sizes = split_sizes(data)
     kinds = tuple(getattr(data, "question_kinds", None) or ())
     splits = ("train", *EXAM_SPLITS)
     low = getattr(data, "train_min_support", 0) or getattr(data, "min_support", 1)
-    out: list[Corpus] = []
-    for seed in getattr(data, "sft_seeds", None) or ():
+    worlds = []
+    for seed in seeds:
         if seed == data.seed:
-            raise CorpusError(f"data.sft_seeds holds the exam's universe {seed} (data.seed): the exam would leak")
+            raise CorpusError(f"{key} holds the exam's universe {seed} (data.seed): the exam would leak")
         world = build_kbgym(people=data.people, seed=seed, sizes=SplitSizes(**sizes))
-        available = len(eligible_questions(world, splits, low, data.max_support, kinds))
-        n = min(count - len(out), available // data.questions_per_corpus)
-        if n <= 0:
-            continue
-        made = make_corpora(world, n, questions=data.questions_per_corpus, docs=data.docs_per_corpus, splits=splits,
-                            seed=seed, prefix=f"s{seed}-", max_support=data.max_support, question_kinds=kinds,
-                            min_support=low, path_style=getattr(data, "path_style", "id"))
-        out += [replace(c, questions=[replace(q, id=f"{q.id}@s{seed}") for q in c.questions]) for c in made]
-    return out
+        available = len(eligible_questions(world, splits, low, data.max_support, kinds)) // data.questions_per_corpus
+        worlds.append((seed, world, available))
+    wanted = {seed: 0 for seed, _, _ in worlds}
+    if interleave:  # one corpus a universe in turn, skipping the exhausted ones
+        while sum(wanted.values()) < count and any(wanted[seed] < n for seed, _, n in worlds):
+            for seed, _, n in worlds:
+                if sum(wanted.values()) < count and wanted[seed] < n:
+                    wanted[seed] += 1
+    else:
+        for seed, _, n in worlds:
+            wanted[seed] = min(n, count - sum(wanted.values()))
+    per_world = []
+    for seed, world, _ in worlds:
+        made = make_corpora(world, wanted[seed], questions=data.questions_per_corpus, docs=data.docs_per_corpus,
+                            splits=splits, seed=seed, prefix=f"{tag}{seed}-", max_support=data.max_support,
+                            question_kinds=kinds, min_support=low, path_style=getattr(data, "path_style", "id")
+                            ) if wanted[seed] else []
+        per_world.append([replace(c, questions=[replace(q, id=f"{q.id}@{tag}{seed}") for q in c.questions])
+                          for c in made])
+    if not interleave:
+        return [c for made in per_world for c in made][:count]
+    rounds = max((len(m) for m in per_world), default=0)
+    return [m[i] for i in range(rounds) for m in per_world if i < len(m)][:count]
+
+
+def sft_corpora(data: Any, count: int) -> list[Corpus]:
+    """Up to `count` teacher corpora from the universes `data.sft_seeds` (`universe_corpora`, tag `s`), all of
+    each universe's questions before the next; [] without seeds."""
+    return universe_corpora(data, getattr(data, "sft_seeds", None) or (), count, "s", "data.sft_seeds")
 
 
 def teacher_corpora(data: Any, train: list[Corpus], count: int) -> list[Corpus]:
