@@ -151,3 +151,15 @@ def test_training_corpora_from_many_worlds_take_turns_and_are_never_revisited_in
         task_corpora(load_config(TrainBuilderConfig, [*base, "data.train_corpora=2", "data.train_seeds=[3,1]"]).data)
     with pytest.raises(CorpusError, match=r"hold \d+ training corpora, fewer than data.train_corpora=500"):
         task_corpora(load_config(TrainBuilderConfig, [*base, "data.train_corpora=500", "data.train_seeds=[3]"]).data)
+
+
+def test_the_powered_preset_trains_on_fresh_corpora_with_the_exams_group_sizes():
+    cfg = load_config(TrainBuilderConfig, [], config_file=ROOT / "configs" / "learning_builder_powered.yaml")
+    _, train, exam = task_corpora(cfg.data)
+    per_step = [c.corpus_id for s in range(cfg.steps) for _, c in rotation(train, s, cfg.learner.batch_size)]
+    assert len(per_step) == len(set(per_step)) == cfg.steps * cfg.learner.batch_size  # never revisited
+    assert len({c.corpus_id.split("-")[0] for c in train}) == len(cfg.data.train_seeds) >= 6
+    sizes = {"train": [len(q.support) for c in train for q in c.questions],
+             "exam": [len(q.support) for c in exam for q in c.questions]}
+    assert min(sizes["train"]) == min(sizes["exam"]) == 6 and max(sizes["train"]) == max(sizes["exam"]) == 13
+    assert cfg.learner.group_size >= 8 and cfg.steps >= 24

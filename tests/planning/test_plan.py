@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from librarian.config import ConfigError
+from librarian.models.hf import tiny_llama
 from librarian.pipelines.plan_job import load_job as validated
 from librarian.pipelines.plan_job import main
 from librarian.planning.cluster_file import load_cluster
@@ -27,7 +28,9 @@ KUBERAY = ROOT / "infra/kuberay/raycluster.yaml"
 CLUSTERS = [LAUNCHER, KUBERAY]
 BUILDER = [str(ROOT / "configs/train_builder.yaml"), str(ROOT / "configs/cluster.yaml")]
 RESEARCHER = [str(ROOT / "configs/researcher_memorygym.yaml"), str(ROOT / "configs/researcher_cluster.yaml")]
-ONE_MACHINE = ("one_gpu.yaml",)  # a single machine's preset: tests/cluster/test_colocate.py plans it onto one GPU
+# single machines' presets: tests/cluster/test_colocate.py plans one_gpu.yaml onto one GPU; the powered learning
+# preset runs vLLM on the CPU of one machine (tests/pipelines/test_builder_headroom.py checks its corpora)
+ONE_MACHINE = ("one_gpu.yaml", "learning_builder_powered.yaml")
 JOBS = {p.name: [str(p)] for p in sorted((ROOT / "configs").glob("*.yaml")) if p.name not in ONE_MACHINE}
 JOBS |= {"train_builder+cluster": BUILDER, "researcher_memorygym+researcher_cluster": RESEARCHER}
 
@@ -209,7 +212,6 @@ def test_model_shapes():
     assert KNOWN["qwen2.5-7b"].params == pytest.approx(7.62e9, rel=0.01)  # the model card's 7.61B
     assert KNOWN["qwen2.5-1.5b"].params == pytest.approx(1.54e9, rel=0.01)
     assert KNOWN["llama-3.1-8b"].params == pytest.approx(8.03e9, rel=0.01)
-    from librarian.models.hf import tiny_llama
 
     model = tiny_llama(seed=0).model
     assert KNOWN["tiny"].params == sum(p.numel() for p in model.parameters())
