@@ -1,19 +1,34 @@
-"""What the non-RL pipelines (evaluate, evaluate_online, train_curator) share around their recipe: the
-checked config and the out folder with its config.yaml, the data source, the MLflow run and results.json."""
+"""What the non-RL pipelines (evaluate, evaluate_online, train_curator) share around their recipe: their
+config's first keys (`DataRunConfig`), the checked config and the out folder with its config.yaml, the data source,
+the MLflow run and results.json."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from librarian.config import ConfigError, to_plain, write_config
 from librarian.datasets.records import DatasetError
-from librarian.datasets.source import load_source, require_splits
+from librarian.datasets.source import DataConfig, load_source, require_splits
 from librarian.redact import redact
 from librarian.tracking import Tracker
+
+
+@dataclass
+class DataRunConfig:
+    """The keys these pipelines' configs share, first in each: the out folder and the data source `load_data` reads.
+
+    A pipeline's config extends it and gives `out_dir` its own default (a field declared again keeps its place).
+    """
+
+    out_dir: str = "build/run"
+    data: DataConfig = field(default_factory=DataConfig)  # kbgym | phantomwiki | path
+    people: int = 200  # KBGym universe size
+    seed: int = 1  # the universe's seed (KBGym, PhantomWiki)
 
 
 def tracker(cfg: Any, pipeline: str) -> Tracker:
@@ -28,7 +43,7 @@ def start(cfg: Any, check: Callable[[Any], None]) -> tuple[Path, float]:
     return write_config(cfg.out_dir, cfg), started
 
 
-def load_data(cfg: Any, out: Path, splits: Sequence[str] = ()) -> Any:
+def load_data(cfg: DataRunConfig, out: Path, splits: Sequence[str] = ()) -> Any:
     """The config's data source (`data`, `people`, `seed`), with `splits` required; a bad one is a ConfigError."""
     try:
         source = load_source(cfg.data, cfg.people, cfg.seed, out / "data")

@@ -38,7 +38,6 @@ from tqdm import tqdm
 
 from librarian.config import ConfigError
 from librarian.datasets.records import DatasetError
-from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
 from librarian.online.policy import PolicyConfig, loop_config, make_policy
 from librarian.pipelines import scaffold
@@ -52,13 +51,10 @@ EXAM_SPLITS = ("trained", "test_in", "test_out", "eval")
 
 
 @dataclass
-class TrainCuratorConfig:
+class TrainCuratorConfig(scaffold.DataRunConfig):
     """What `librarian train_curator` runs; override any field as key=value."""
 
     out_dir: str = "build/train_curator"
-    data: DataConfig = field(default_factory=DataConfig)  # kbgym | phantomwiki | path
-    people: int = 200  # KBGym universe size
-    seed: int = 1  # the universe's seed (KBGym, PhantomWiki)
     train_questions: int = 150  # n of the train split, classes in turn (-1: all)
     test_in_questions: int = -1
     test_out_questions: int = -1

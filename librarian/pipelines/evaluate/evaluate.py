@@ -37,7 +37,6 @@ from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, to_plain
 from librarian.datasets.records import DatasetError
-from librarian.datasets.source import DataConfig
 from librarian.datasets.splits import take_balanced
 from librarian.evaluation.exam import compare, summarize
 from librarian.online.policy import PolicyConfig
@@ -64,13 +63,10 @@ class CuratedConfig:
 
 
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(scaffold.DataRunConfig):
     """What `librarian evaluate` runs; override any field as key=value."""
 
     out_dir: str = "build/evaluate"
-    data: DataConfig = field(default_factory=DataConfig)  # kbgym | phantomwiki | path
-    people: int = 200  # KBGym universe size
-    seed: int = 1  # the universe's seed (KBGym, PhantomWiki)
     splits: list = field(default_factory=lambda: ["test_in"])
     questions: int = -1  # per split, classes in turn (-1: all)
     gradient: int = 30  # questions per key-coverage group (0: no gradient; KBGym only)

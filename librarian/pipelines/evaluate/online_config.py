@@ -6,22 +6,20 @@ from dataclasses import dataclass, field
 
 from librarian.config import ConfigError
 from librarian.datasets.records import DatasetError
-from librarian.datasets.source import SPLITS, DataConfig
+from librarian.datasets.source import SPLITS
 from librarian.online.curation import CurationConfig
 from librarian.online.policy import PolicyConfig
+from librarian.pipelines import scaffold
 from librarian.search.factory import SearchConfig
 
 FEEDBACK = ("gold", "verdict", "none")
 
 
 @dataclass
-class EvaluateOnlineConfig:
+class EvaluateOnlineConfig(scaffold.DataRunConfig):
     """What `librarian evaluate_online` runs; override any field as key=value."""
 
     out_dir: str = "build/evaluate_online"
-    data: DataConfig = field(default_factory=DataConfig)  # kbgym | phantomwiki | path
-    people: int = 200  # KBGym universe size
-    seed: int = 1  # the universe's seed (KBGym, PhantomWiki)
     stream_splits: list = field(default_factory=lambda: ["train", "test_out"])  # the traffic, in this order
     stream_questions: int = -1  # -1: every question of the stream splits
     shuffle: bool = True  # a seeded shuffle of the stream (traffic mixes question classes)
