@@ -5,7 +5,7 @@
 Builds the task of a `train_builder` config (default `configs/learning_builder.yaml`, the preset of
 `benchmarks/learning_bench.py`: one count question over a city or job per corpus, 16 top-level fact files,
 builder budget 5, reader budget 3): the KBGym universe and the held-out exam corpora
-(`builder_corpora.task_corpora`). On every exam corpus, in this process (no Ray), with the extractive content
+(`pipelines/builder/corpora.py`'s `task_corpora`). On every exam corpus, in this process (no Ray), with the extractive content
 executor attached (`ExtractiveExecutor(max_chars=1200)`, as `rollout.content_executor: extractive` does):
 
 - `flat`: the corpus as is (`Workspace.from_documents`);

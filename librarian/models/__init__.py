@@ -1,7 +1,10 @@
 """Policy backends behind one interface: `hf`, `openai`, `scripted` and `vllm` (an engine in `.venv-vllm`).
 
 Backends are chosen by name with `make_backend`; each is imported only when
-made, so `import librarian.models` never loads torch or transformers.
+made, so `import librarian.models` never loads torch or transformers. The
+scripted policies (`scripted_*`) are teachers and test policies; the wires
+that bring a learner's published weights to a backend are in
+`weight_transfer/`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
-"""Rewards: answer scorers (over `librarian.datasets.scoring`), the LLM judge, abstention,
-paper 000's utility and telescoping construction rewards with the probe schedule, and
-paper 002's source recall. Pure functions, except the judge's cache."""
+"""Rewards: answer scorers (over `librarian.datasets.scoring`), the LLM judge (`llm_judge`), abstention,
+paper 000's utility and telescoping construction rewards with the probe schedule, and paper 002's source recall.
+
+The builder's reward path: `probe_exam` is the answerer probe (a reader's graded exam on a frozen snapshot:
+`ExamRunner`, `run_local`; the Ray probe pool runs the same runner), `construction.ProbeService` turns a step's
+snapshots into utilities through a probe runner (cached by content hash) and `construction.step_rewards` into
+per-turn rewards. Pure functions otherwise, except the judge's cache."""
 
 from librarian.rewards.abstention import AbstentionStats, abstains, abstention_score, abstention_stats
 from librarian.rewards.llm_judge import DEFAULT_TEMPLATE, JudgeCache, JudgeError, LLMJudge, parse_verdict

@@ -1,8 +1,10 @@
-"""The RL machinery both training recipes share (`train_builder`, `train_researcher`).
+"""The RL machinery both training recipes share (`train_builder`, `train_researcher`: `pipelines/builder/train.py`,
+`pipelines/researcher/train.py`).
 
 - `config`: `RLConfig` (run, `ray`, `rollout`, `learner`, `off_policy`, `sft`), validated when built;
 - `session`: `RLSession`, the Ray side started in one place: Ray, the placement group, the learner (or
-  learner group), the rollout pool, the probe pool, weight sync;
+  learner group, `cluster.learner_start`), the rollout pool, the probe pool, weight sync; the learner driven
+  through typed methods (`step`, `sft`, `save`, `load`, `publish`, ...);
 - `task`: the task contract a recipe implements (`jobs`, `turn_rewards`, `metrics`, `rows`);
 - `samples`: the stale filter, group advantages and flat-group filtering;
 - `loop`: the step loop, synchronous or one step off-policy (`rollout.asynchronous`);

@@ -2,9 +2,14 @@
 
 A role is a system prompt, a tool set, a budget and a memory window
 (`definitions`); each tool is defined once (`reader_tools`, `curator_tools`,
-`builder_tools`, collected in `toolbox`); `tool_calls` parses model output;
-`environment.ToolEnv` binds a role's tools to a workspace; `episode` runs a
-policy backend against any environment and returns a `Trajectory`.
+`builder_tools`, `researcher_tools`, collected in `toolbox`); `tool_calls`
+parses model output; `environment.ToolEnv` binds a role's tools to a
+workspace; `episode` runs a policy backend against any environment and
+returns a `Trajectory`. Environments for training: `probing_env.ProbingEnv`
+(a build frozen at probe turns for the answerer probe, with hints),
+`researcher` (the researcher's rounds) and `researcher_hints`; the judge role
+over a backend is `backend_judge`, a scripted teacher tokenized for SFT
+`teacher_backend`.
 """
 
 from librarian.roles.definitions import (

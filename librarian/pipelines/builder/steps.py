@@ -110,7 +110,7 @@ def sft_verified(end: str, gain: float, min_gain: float) -> bool:
 
 
 def teacher_samples(cfg: Any, session: Any, task: BuilderTask, corpora: Sequence[Corpus]) -> tuple[list, dict[str, Any]]:
-    """The scripted builder's builds of `corpora` (`builder_corpora.teacher_corpora`; tokenized by the policy's
+    """The scripted builder's builds of `corpora` (`corpora.teacher_corpora`; tokenized by the policy's
     tokenizer), the verified ones' SFT samples, and what was kept."""
     from librarian.learner.sft import verified_samples
 

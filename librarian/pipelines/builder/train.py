@@ -9,12 +9,12 @@ Reads top to bottom:
 3. SFT warm start (or `resume=`): the scripted builder builds training
    corpora (tokenized by the policy's tokenizer), builds that do not lose
    utility are kept, the learner fine-tunes on them and publishes;
-4. GRPO steps (`librarian.rl.loop`, the task in `builder_steps`): `batch_size`
+4. GRPO steps (`librarian.rl.loop`, the task in `builder/steps.py`): `batch_size`
    corpora x `group_size` builds, snapshots to the probe pool every k turns
    and at the end, per-turn dense telescoping rewards, the off-policy limit,
    multi-turn GRPO advantages, one learner update, publish; metrics to
    MLflow, a checkpoint per step;
-5. the exam (`builder_exam`): flat store vs scripted builder vs trained
+5. the exam (`builder/exam.py`): flat store vs scripted builder vs trained
    builder on the exam corpora (F1, reader actions, rho); results.json, a
    table, plots, the HTML report, all logged to MLflow.
 

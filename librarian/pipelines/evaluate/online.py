@@ -11,7 +11,7 @@ Reads top to bottom:
    version being served *before* anything learns from them, logged with
    their trajectories and the feedback (`feedback`: the gold, a correct /
    incorrect verdict, or none), then a curation round runs on a copy
-   (`online_workspace.OnlineWorkspace`, the same code `serve --curate` runs):
+   (`librarian.online.workspace.OnlineWorkspace`, the same code `serve --curate` runs):
    backward passes over the logged questions, the check on held-back ones,
    and a swap to a new version only when the check passes;
 4. windows of `window` questions: rho against the flat store, F1 and the

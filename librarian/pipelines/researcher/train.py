@@ -12,12 +12,12 @@ Reads top to bottom:
    holds the gold answer and whose exploration the judge accepts are kept,
    the learner fine-tunes on them (the fine-tuned policy becomes the KL
    reference) and publishes;
-4. GRPO steps (`librarian.rl.loop`, the task in `researcher_steps`):
+4. GRPO steps (`librarian.rl.loop`, the task in `researcher/steps.py`):
    `batch_size` questions x `group_size` trajectories, a hint every K_h rounds
    of training rollouts, reward = source recall of the finalized raw sources,
    the off-policy limit, `outcome_grpo` advantages, one update, publish;
    metrics to MLflow, a checkpoint every `checkpoint_every` steps;
-5. evaluation (`researcher_eval`): the scripted researcher on every arm, then
+5. evaluation (`researcher/eval.py`): the scripted researcher on every arm, then
    the trained policy on the test questions (greedy, no hints); results.json,
    the arms table and plots, all logged to MLflow.
 
