@@ -8,15 +8,22 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig, PolicySample
-from librarian.learner.batch import samples_from_trajectory
-from librarian.learner.shared_prefix import common_prefix, prefix_groups, suffix_sample, trainable_opening
+from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig, LossConfig, PolicySample
+from librarian.learner.batch import collate, samples_from_trajectory
+from librarian.learner.shared_prefix import (
+    PrefixPass,
+    common_prefix,
+    prefix_groups,
+    suffix_sample,
+    trainable_opening,
+)
 from librarian.models.base import SamplingParams
 from librarian.models.hf import tiny_llama
 from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
 from librarian.roles.builder_task import build_task
 from librarian.workspace import Document, Workspace
 from tests.learner.conftest import tiny_model
+from tests.learner.test_constrained_logprobs import _learner_logprobs
 
 
 def group_samples(n: int = 4, opening: int = 24, seed: int = 0, vocab: int = 2000) -> list[PolicySample]:
@@ -47,6 +54,24 @@ def gradients_of_a_step(learner: Learner, samples) -> tuple[dict, dict[str, torc
 
     learner.engine.step = record
     return learner.step(samples), grads
+
+
+def shared_prefix_logprobs(learner: Learner, samples, minimum: int) -> list[torch.Tensor]:
+    """Each sample's generated tokens' log-probs as the learner's shared-prefix path computes them (no gradient):
+    each group's opening once, the suffixes attending to its cache; in the order of `samples`."""
+    out: dict[int, torch.Tensor] = {}
+    with torch.no_grad():
+        for length, members in prefix_groups(samples, minimum):
+            opening = PrefixPass(learner.model, members[0].token_ids[:length], learner.engine.device,
+                                 learner.engine.autocast()) if length else None
+            for sample in members:
+                part = [suffix_sample(sample, length)]
+                batch = collate(part, learner.pad_id)
+                t, first = learner._targets(batch)
+                extra = opening.inputs(batch.attention_mask) if opening else None
+                logp, _ = learner.token_stats(batch, t, first, part, model_inputs=extra)
+                out[id(sample)] = logp[0][t["mask"][0] > 0]
+    return [out[id(s)] for s in samples]
 
 
 def step(samples, pad_id, **cfg):
@@ -107,6 +132,11 @@ def test_grammar_sampled_builds_train_the_same_through_a_shared_opening():
     assert any(s.constraints for s in samples)
     groups = prefix_groups(samples, 16)
     assert len(groups) == 1 and groups[0][0] > 100, [g[0] for g in groups]
+    reader = Learner(tiny_llama(seed=4).model, LearnerConfig(lora=LoraConfig(enabled=False), logprob_chunk=7),
+                     pad_id=backend.pad_id, tokenizer=backend.tokenizer)
+    for whole, shared in zip(_learner_logprobs(reader, samples), shared_prefix_logprobs(reader, samples, 16),
+                             strict=True):
+        assert whole.shape == shared.shape and torch.allclose(whole, shared, atol=1e-5)
     results = []
     for shared in (0, 16):
         learner = Learner(tiny_llama(seed=4).model, LearnerConfig(lr=1e-2, lora=LoraConfig(rank=4, alpha=8),
@@ -124,7 +154,6 @@ def test_shared_prefix_refuses_what_it_cannot_share():
     for bad in ({"gradient_checkpointing": True}, {"engine": "deepspeed"}):
         with pytest.raises(LearnerError, match="shared_prefix needs"):
             LearnerConfig(shared_prefix=8, **bad)
-    from librarian.learner import LossConfig
 
     with pytest.raises(LearnerError, match="kl_coef"):
         LearnerConfig(shared_prefix=8, loss=LossConfig(kl_coef=0.1))

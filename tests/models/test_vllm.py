@@ -16,9 +16,22 @@ import torch
 
 from librarian.learner import Learner, LearnerConfig, LoraConfig, WeightsPayload, outcome_grpo
 from librarian.learner import lora as peft_lora
-from librarian.learner.batch import PolicySample
+from librarian.learner.batch import PolicySample, samples_from_trajectory
+from librarian.learner.shared_prefix import prefix_groups
 from librarian.models import BackendError, SamplingParams
+from librarian.models.constrained import compiler_for, tool_call_grammar
+from librarian.models.hf import make_hf_backend, tiny_llama
+from librarian.models.vllm_backend import VLLMBackend
+from librarian.models.vllm_models import tiny_llama_folder
+from librarian.roles import LoopConfig, ToolContext, ToolEnv, kbgym_reader, librarian_builder, run_episodes
+from librarian.roles.builder_task import build_task
+from librarian.roles.builder_tools import BUILDER_TOOLS
+from librarian.roles.tool_calls import parse_tool_calls
+from librarian.workspace import Document, Workspace
 from tests.learner.conftest import random_samples
+from tests.learner.test_constrained_logprobs import _learner_logprobs
+from tests.learner.test_shared_prefix import shared_prefix_logprobs
+from tests.roles.conftest import make_context
 
 pytestmark = pytest.mark.slow
 TOL = 1e-3
@@ -29,22 +42,16 @@ CONVS = [[{"role": "system", "content": "You answer in one line."}, {"role": "us
 
 @pytest.fixture(scope="module")
 def folder() -> Path:
-    from librarian.models.vllm_models import tiny_llama_folder
-
     return tiny_llama_folder(seed=0, root=MODELS)
 
 
 @pytest.fixture(scope="module")
 def hf(folder):
-    from librarian.models.hf import make_hf_backend
-
     return make_hf_backend(str(folder), dtype=torch.float32)
 
 
 @pytest.fixture(scope="module")
 def vllm(folder):
-    from librarian.models.vllm_backend import VLLMBackend
-
     backend = VLLMBackend(folder, enable_lora=True, max_lora_rank=8, max_model_len=1024)
     yield backend
     backend.close()
@@ -106,8 +113,6 @@ def test_greedy_decoding_and_stop_strings_give_the_hf_backends_samples(vllm, hf)
 
 
 def test_a_random_adapter_loads_without_restart_and_matches_the_peft_model(vllm, hf, folder):
-    from librarian.models.hf import make_hf_backend
-
     base_version = load_base(vllm, hf)
     params = SamplingParams(n=2, max_new_tokens=8, temperature=1.0, seed=11)
     cfg = LoraConfig(rank=4, alpha=8)
@@ -135,8 +140,6 @@ def test_a_random_adapter_loads_without_restart_and_matches_the_peft_model(vllm,
 
 
 def test_after_the_learner_publishes_the_next_generation_uses_the_new_adapter(vllm, hf):
-    from librarian.models.hf import make_hf_backend
-
     offset = load_base(vllm, hf) + 1
     learner = Learner(make_hf_backend(str(vllm.folder), dtype=torch.float32).model,
                       LearnerConfig(lr=5e-2, lora=LoraConfig(rank=4, alpha=8)), pad_id=hf.pad_id)
@@ -156,8 +159,6 @@ def test_after_the_learner_publishes_the_next_generation_uses_the_new_adapter(vl
 
 
 def test_full_weights_replace_the_policy_in_place(vllm, hf):
-    from librarian.models.hf import tiny_llama
-
     load_base(vllm, hf)
     other = tiny_llama(seed=7).model
     version = vllm.policy_version + 1
@@ -172,8 +173,6 @@ def test_full_weights_replace_the_policy_in_place(vllm, hf):
 
 def test_a_short_grpo_run_with_vllm_rollouts_completes(vllm, hf):
     """Two GRPO steps: vLLM samples a group per prompt, the learner updates LoRA, the engine loads it."""
-    from librarian.models.hf import make_hf_backend
-
     offset = load_base(vllm, hf) + 1
     learner = Learner(make_hf_backend(str(vllm.folder), dtype=torch.float32).model,
                       LearnerConfig(lr=2e-2, lora=LoraConfig(rank=4, alpha=8), group_size=4), pad_id=hf.pad_id)
@@ -219,9 +218,6 @@ def test_a_group_of_identical_prompts_with_one_seed_differs_and_the_seed_reprodu
 
 
 def test_identical_environments_of_one_batch_get_different_turn_one_samples(vllm, hf):
-    from librarian.roles import LoopConfig, ToolEnv, kbgym_reader, run_episodes
-    from tests.roles.conftest import make_context
-
     load_base(vllm, hf)
     role = kbgym_reader(budget=1)
     question = "Question: What is the job of Alice Johnson?"
@@ -237,10 +233,6 @@ def test_constrained_samples_parse_and_carry_the_constrained_log_probs(vllm, hf)
     """Under a tool-call grammar (vLLM structured outputs, xgrammar): every sample parses, and each token's
     log-prob is that of the constrained distribution, recomputed from the hf model's logits and the masks
     `constrained.replay_masks` gives (the learner's recomputation); greedy equals the hf backend's."""
-    from librarian.models.constrained import compiler_for, tool_call_grammar
-    from librarian.roles.builder_tools import BUILDER_TOOLS
-    from librarian.roles.tool_calls import parse_tool_calls
-
     load_base(vllm, hf)
     tools = [t.schema() for t in BUILDER_TOOLS]
     grammar = tool_call_grammar(tools)
@@ -271,13 +263,6 @@ def test_vllm_builder_rollouts_under_a_published_adapter_match_the_learners_logp
     """The fast rollout path kept honest: multi-turn builder episodes of a group, sampled by vLLM under the tools'
     grammar with the learner's published LoRA adapter; the learner recomputes every generated token's log-prob
     (packed segments, the grammar replayed) within 1e-3 of what vLLM recorded."""
-    from librarian.learner.batch import samples_from_trajectory
-    from librarian.models.hf import make_hf_backend
-    from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
-    from librarian.roles.builder_task import build_task
-    from librarian.workspace import Document, Workspace
-    from tests.learner.test_constrained_logprobs import _learner_logprobs
-
     offset = load_base(vllm, hf) + 1
     learner = Learner(make_hf_backend(str(vllm.folder), dtype=torch.float32).model,
                       LearnerConfig(lr=5e-2, lora=LoraConfig(rank=4, alpha=8)), pad_id=hf.pad_id,
@@ -301,6 +286,11 @@ def test_vllm_builder_rollouts_under_a_published_adapter_match_the_learners_logp
         assert old.shape == new.shape
         worst = max(worst, float((old - new).abs().max()))
     assert worst <= TOL, worst
+    # the learner's fast path (learner.shared_prefix: the group's opening once, the suffixes on its cache) too
+    assert len(prefix_groups(samples, 16)) == 1
+    for sample, new in zip(samples, shared_prefix_logprobs(learner, samples, 16), strict=True):
+        old = torch.tensor([lp for lp, m in zip(sample.old_logprobs, sample.loss_mask, strict=True) if m])
+        assert old.shape == new.shape and float((old - new).abs().max()) <= TOL
     with learner.model.disable_adapter():  # the control: the base weights give other log-probs for these tokens
         base = _learner_logprobs(learner, samples)
     assert max(float((torch.tensor([lp for lp, m in zip(s.old_logprobs, s.loss_mask, strict=True) if m]) - b)
