@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from omegaconf import OmegaConf
+
 MASK = "***"
 _STRONG = ("password", "passwd", "secret", "apikey", "api_key", "credential", "privatekey", "private_key")
 _PARTS = frozenset({"key", "token", "pwd", "pass", "auth", "authorization", "bearer", "cookie"})
@@ -92,8 +94,6 @@ def _plain(config: Any) -> Any:
         return dataclasses.asdict(config)
     module = type(config).__module__
     if module.startswith("omegaconf"):
-        from omegaconf import OmegaConf
-
         return OmegaConf.to_container(config, resolve=True)
     return config
 

@@ -14,7 +14,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from librarian.datasets.records import Bundle, DatasetError
+import pyarrow.parquet as pq
+
+from librarian.datasets.card import write_outputs
+from librarian.datasets.kbgym import build_kbgym
+from librarian.datasets.kbgym.gradient import gradient_groups
+from librarian.datasets.kbgym.verify import verify
+from librarian.datasets.loaders import LOADERS
+from librarian.datasets.memorygym import MemoryGymConfig, build_memorygym
+from librarian.datasets.phantomwiki import PWConfig, build_phantomwiki, convert
+from librarian.datasets.records import Bundle, DatasetError, question_table
 
 GENERATORS = ("kbgym", "phantomwiki", "memorygym")
 log = logging.getLogger("librarian.data")
@@ -68,28 +77,19 @@ def _parser(name: str) -> argparse.ArgumentParser:
 def _build(name: str, a: argparse.Namespace) -> tuple[Bundle, dict]:
     extra: dict = {}
     if name == "kbgym":
-        from librarian.datasets.kbgym import build_kbgym
-        from librarian.datasets.kbgym.gradient import gradient_groups
-        from librarian.datasets.kbgym.verify import verify
-
         kb = build_kbgym(a.people, a.seed)
         problems = verify(kb.corpus, kb.bundle.questions)
         if problems:
             raise DatasetError(f"gold check failed: {problems[0]} (and {len(problems) - 1} more)")
         extra["gold_check"] = "passed"
         if a.gradient:
-            from librarian.datasets.records import question_table
-
             groups = gradient_groups(kb, n=a.gradient, seed=a.seed)
-            import pyarrow.parquet as pq
 
             Path(a.out).mkdir(parents=True, exist_ok=True)
             pq.write_table(question_table([q for g in groups.values() for q in g]), Path(a.out) / "gradient.parquet")
             extra["gradient_groups"] = {g: len(v) for g, v in groups.items()}
         return kb.bundle, extra
     if name == "phantomwiki":
-        from librarian.datasets.phantomwiki import PWConfig, build_phantomwiki, convert
-
         if a.input:
             return convert(a.input, seed=a.seed, config={"input": a.input}), extra
         cfg = PWConfig.paper_scale(a.seed) if a.paper_scale else PWConfig(
@@ -98,10 +98,7 @@ def _build(name: str, a: argparse.Namespace) -> tuple[Bundle, dict]:
             cfg = replace(cfg, question_depth=a.question_depth)
         return build_phantomwiki(Path(a.out), cfg), extra
     if name == "memorygym":
-        from librarian.datasets.memorygym import MemoryGymConfig, build_memorygym
-
         return build_memorygym(MemoryGymConfig(speakers=a.speakers, sessions=a.sessions, seed=a.seed)), extra
-    from librarian.datasets.loaders import LOADERS
 
     loader, _ = LOADERS[name]
     kwargs: dict = {}
@@ -118,8 +115,6 @@ def _build(name: str, a: argparse.Namespace) -> tuple[Bundle, dict]:
 
 
 def names() -> list[str]:
-    from librarian.datasets.loaders import LOADERS
-
     return [*GENERATORS, *LOADERS]
 
 
@@ -145,7 +140,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("building %s", name)
         bundle, extra = _build(name, a)
         extra["elapsed_s"] = round(time.perf_counter() - t0, 3)
-        from librarian.datasets.card import write_outputs
 
         results = write_outputs(bundle, a.out, extra)
     except _UsageError as e:

@@ -14,11 +14,14 @@ which scripted reader and curator suit its questions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from librarian.datasets.records import Bundle, CorpusDoc, DatasetError, Question
+from librarian.datasets.kbgym.build import build_kbgym
+from librarian.datasets.phantomwiki import PWConfig, build_phantomwiki
+from librarian.datasets.records import Bundle, CorpusDoc, DatasetError, Question, read_parquet
 
 SOURCES = ("kbgym", "phantomwiki", "path")
 SPLITS = ("train", "test_in", "test_out", "eval")
@@ -96,8 +99,6 @@ def load_source(data: DataConfig, people: int = 200, seed: int = 1, work_dir: st
     `work_dir` holds the PhantomWiki generator's output (a temporary folder when None)."""
     data.check()
     if data.source == "kbgym":
-        from librarian.datasets.kbgym.build import build_kbgym
-
         kb = build_kbgym(people=people, seed=seed)
         return SourceData("kbgym", kb.corpus, kb.bundle.questions, {"people": people, "seed": seed}, kbgym=kb)
     if data.source == "phantomwiki":
@@ -106,11 +107,6 @@ def load_source(data: DataConfig, people: int = 200, seed: int = 1, work_dir: st
 
 
 def _phantomwiki(data: DataConfig, seed: int, work_dir: str | Path | None) -> SourceData:
-    import tempfile
-    from dataclasses import asdict, replace
-
-    from librarian.datasets.phantomwiki import PWConfig, build_phantomwiki
-
     cfg = PWConfig.paper_scale(seed) if data.paper_scale else PWConfig(
         data.num_family_trees, data.max_family_tree_size, seed, data.num_questions_per_type)
     if data.question_depth:
@@ -124,8 +120,6 @@ def _phantomwiki(data: DataConfig, seed: int, work_dir: str | Path | None) -> So
 
 
 def _from_path(folder: Path) -> SourceData:
-    from librarian.datasets.records import read_parquet
-
     if not folder.is_dir():
         raise DatasetError(f"data.path {str(folder)!r}: no such folder; expected one written by `librarian data`")
     bundle: Bundle = read_parquet(folder)

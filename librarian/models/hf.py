@@ -27,6 +27,7 @@ from librarian.models.base import (
     cut_at_stop,
 )
 from librarian.models.chat import END_OF_TURN, TemplatePrompts, end_token_ids
+from librarian.models.constrained import compiler_for
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +183,6 @@ class HFBackend(TemplatePrompts):
         if params.stop and not params.grammar:  # a grammar ends the sample itself; stop strings still cut the text
             kwargs.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
         if params.grammar:
-            from librarian.models.constrained import compiler_for
-
             vocab = int(self.model.get_output_embeddings().weight.shape[0])
             kwargs["logits_processor"] = [compiler_for(self.tokenizer, vocab).logits_processor(params.grammar)]
         with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]), torch.no_grad():

@@ -17,6 +17,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import openai
+
 from librarian.models.base import (
     BackendError,
     Message,
@@ -77,8 +79,6 @@ class OpenAIBackend:
     def client(self) -> Any:
         """The SDK client (made on first use: a backend stays cheap to build and to pickle before it)."""
         if self._client is None:
-            import openai
-
             key = self.api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers need none
             self._client = openai.OpenAI(base_url=self.base_url, api_key=key, timeout=self.timeout_s,
                                          max_retries=self.max_retries)
@@ -166,8 +166,6 @@ class OpenAIBackend:
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Send one chat-completions body; the SDK retries, this names the URL in every error."""
-        import openai
-
         known = {k: body[k] for k in STANDARD_KEYS if k in body}
         extra = {k: v for k, v in body.items() if k not in STANDARD_KEYS}
         attempts = self.max_retries + 1

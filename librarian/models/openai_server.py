@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from librarian.models.base import PolicyBackend, Sample, SamplingParams, check_conversations
+from librarian.models.hf import make_hf_backend
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 8 * 1024 * 1024
@@ -187,7 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    from librarian.models.hf import make_hf_backend
 
     server = serve(make_hf_backend(args.model), args.host, args.port)
     print(f"serving {server.model_name} at {server.url}", flush=True)

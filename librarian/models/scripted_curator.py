@@ -30,6 +30,7 @@ from librarian.models.base import Message, ToolSchema
 from librarian.models.scripted import task_question, tool_call_text
 from librarian.models.scripted_kbgym import Event, Expr, Fact, parse_fact, parse_question, transcript
 from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
+from librarian.models.scripted_phantom_curator import next_edit as phantom_edit
 
 MAX_LINKS_PER_CALL = 40
 MAX_PAGES = 10
@@ -197,7 +198,6 @@ class KBGymCurator:
         question = task_question(messages)
         events = transcript(messages)
         if is_phantom_question(question) and reads_as_phantom(question, event_texts(events)):  # PhantomWiki
-            from librarian.models.scripted_phantom_curator import next_edit as phantom_edit
 
             return phantom_edit(question, messages)
         for key in question_keys(question):

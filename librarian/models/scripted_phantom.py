@@ -22,6 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from librarian.models.scripted_kbgym import parse_fact
+from librarian.models.scripted_kbgym import parse_question as kbgym_question
+
 BASE_RELATIONS = ("parent", "child", "sibling", "spouse", "friend")
 # attribute nouns as articles and questions write them -> the attribute
 ATTRIBUTE_NOUNS = {"date of birth": "dob", "occupation": "job", "job": "job", "hobby": "hobby", "gender": "gender"}
@@ -240,9 +243,6 @@ def reads_as_phantom(question: str, texts: Sequence[str]) -> bool:
     both read ("How many friends does X have?") only once the store's text
     seen so far (`texts`) holds PhantomWiki fact sentences and no KBGym ones.
     """
-    from librarian.models.scripted_kbgym import parse_fact
-    from librarian.models.scripted_kbgym import parse_question as kbgym_question
-
     if not is_phantom_question(question):
         return False
     if kbgym_question(question) is None:

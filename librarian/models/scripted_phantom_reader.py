@@ -32,6 +32,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import Stemmer
+
 from librarian.models.base import Message, ToolSchema
 from librarian.models.scripted import task_question, tool_call_text
 from librarian.models.scripted_kbgym import Event, budget_from_prompt, transcript
@@ -65,8 +67,6 @@ SEARCH_STOP_WORDS = frozenset("a an and are as at be but by for if in into is it
 
 @functools.cache
 def _stem(word: str) -> str:
-    import Stemmer
-
     return Stemmer.Stemmer("porter").stemWord(word)
 
 

@@ -21,6 +21,7 @@ from librarian.models.base import Message, ToolSchema
 from librarian.models.scripted import task_question, tool_call_text
 from librarian.models.scripted_kbgym import budget_from_prompt, transcript
 from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
+from librarian.models.scripted_phantom_reader import reactive_answer as phantom_answer
 from librarian.models.scripted_reader import UNKNOWN, Knowledge, Pending, answer_for
 
 
@@ -28,7 +29,6 @@ def reactive_answer(question: str, messages: Sequence[Message]) -> str:
     """The answer the retrieved snippets in `messages` support (`unknown` when they support none)."""
     events = transcript(messages)
     if is_phantom_question(question) and reads_as_phantom(question, event_texts(events)):  # PhantomWiki
-        from librarian.models.scripted_phantom_reader import reactive_answer as phantom_answer
 
         return phantom_answer(question, messages)
     k = Knowledge(events, final=True)

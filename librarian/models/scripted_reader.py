@@ -38,6 +38,7 @@ from librarian.models.scripted_kbgym import (
     transcript,
 )
 from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
+from librarian.models.scripted_phantom_reader import reader_step
 
 UNKNOWN = "unknown"
 MAX_SET_PAGES = 9  # 40 members at most per key, five a page
@@ -279,7 +280,6 @@ class KBGymReader:
         question = task_question(messages)
         events = transcript(messages)
         if is_phantom_question(question) and reads_as_phantom(question, event_texts(events)):  # PhantomWiki
-            from librarian.models.scripted_phantom_reader import reader_step
 
             return reader_step(question, messages)
         budget = budget_from_prompt(messages)

@@ -42,6 +42,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import Stemmer
+
 from librarian.models.base import Message, ToolSchema
 from librarian.models.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from librarian.models.constrained import ARGUMENT_CAPS, FREE_TEXT_CHARS, MAX_ITEMS, MAX_STRING
@@ -279,7 +281,6 @@ _STOP = frozenset("a an and are as at be but by for if in into is it no not of o
 
 @functools.lru_cache(maxsize=1)
 def _porter():  # noqa: ANN202 - a PyStemmer stemmer
-    import Stemmer
 
     return Stemmer.Stemmer("porter")
 

@@ -33,8 +33,11 @@ refused before it starts, and one that leaves some of them idle is logged.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
 import shutil
+import sys
 import tempfile
 import time
 import weakref
@@ -54,6 +57,8 @@ from librarian.models.base import (
     derive_seed,
 )
 from librarian.models.chat import END_OF_TURN, TemplatePrompts, end_token_ids
+from librarian.models.vllm_client import EngineProcess, InProcessEngine, default_python
+from librarian.models.vllm_models import resolve_model_folder
 from librarian.models.vllm_protocol import EngineConfig
 from librarian.models.weight_transfer.payloads import (
     check_same_node,
@@ -76,9 +81,6 @@ class VLLMBackend(TemplatePrompts):
                  engine_kwargs: dict[str, Any] | None = None, env: dict[str, str] | None = None,
                  model_root: str | Path | None = None, scratch_dir: str | Path | None = None,
                  start_timeout_s: float = 900.0, policy_version: int = -1, name: str | None = None) -> None:
-        from librarian.models.vllm_client import EngineProcess, InProcessEngine, default_python
-        from librarian.models.vllm_models import resolve_model_folder
-
         if mode not in ("auto", "subprocess", "inprocess"):
             raise BackendError(f"vllm backend: mode must be 'auto', 'subprocess' or 'inprocess', got {mode!r}")
         self.world = engine_world(engine_kwargs or {}, single_process)
@@ -107,8 +109,6 @@ class VLLMBackend(TemplatePrompts):
         if mode == "subprocess" and exe is None:
             raise BackendError("vllm backend: no vLLM interpreter found; run `make vllm-env` or pass python=")
         if mode == "inprocess" and not _vllm_importable():
-            import sys
-
             raise BackendError(f"vllm backend: mode='inprocess' needs vLLM importable by {sys.executable}, and it is "
                                "not (in the rollout image actors run the trainer environment and vLLM lives in "
                                "/opt/vllm-env); use mode='subprocess' with python=/opt/vllm-env/bin/python")
@@ -286,8 +286,6 @@ def _load_tokenizer(folder: Path) -> Any:
 
 def engine_world(engine_kwargs: dict[str, Any], single_process: bool) -> int:
     """GPUs one engine uses (tensor x pipeline parallel), checked against the GPUs this process may see."""
-    import os
-
     world = int(engine_kwargs.get("tensor_parallel_size", 1)) * int(engine_kwargs.get("pipeline_parallel_size", 1))
     if world < 1:
         raise BackendError(f"vllm backend: tensor_parallel_size x pipeline_parallel_size must be >= 1, got {world}")
@@ -307,8 +305,6 @@ def engine_world(engine_kwargs: dict[str, Any], single_process: bool) -> int:
 
 
 def _vllm_importable() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("vllm") is not None
 
 

@@ -26,7 +26,9 @@ from typing import Any
 
 import librarian
 from librarian.models.base import BackendError
+from librarian.models.vllm_engine import VLLMEngine
 from librarian.models.vllm_protocol import EngineConfig, ProtocolError, parse_line, request, write_line
+from librarian.models.vllm_worker import dispatch
 
 log = logging.getLogger(__name__)
 VENV_NAME = ".venv-vllm"
@@ -153,8 +155,6 @@ class InProcessEngine:
     """The same calls as `EngineProcess`, against a `VLLMEngine` in this process (vLLM must be importable)."""
 
     def __init__(self, cfg: EngineConfig) -> None:
-        from librarian.models.vllm_engine import VLLMEngine
-
         started = time.perf_counter()
         self.engine = VLLMEngine(cfg)
         self.start_s = time.perf_counter() - started
@@ -162,8 +162,6 @@ class InProcessEngine:
         self._lock = threading.Lock()
 
     def call(self, op: str, timeout_s: float | None = None, **args: Any) -> Any:
-        from librarian.models.vllm_worker import dispatch
-
         with self._lock:
             try:
                 return dispatch(self.engine, op, args)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from librarian.models.vllm_protocol import unpack
+
 
 class WeightSyncExtension:
     """Weight-sync entry points; names carry a `librarian_` prefix so they never shadow vLLM's own."""
@@ -37,8 +39,6 @@ class WeightSyncExtension:
 
     def librarian_load_ipc(self, packed: str) -> int:
         import torch
-
-        from librarian.models.vllm_protocol import unpack
 
         handles: dict[str, tuple[Any, tuple[Any, ...]]] = unpack(packed)
         weights = []

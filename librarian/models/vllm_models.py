@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from librarian.models.base import BackendError
+from librarian.models.hf import load_smollm2, tiny_llama
 
 log = logging.getLogger(__name__)
 MARKER = "librarian-model.json"
@@ -45,8 +47,6 @@ def export_model(model: Any, tokenizer: Any, folder: str | Path, meta: dict[str,
 
 
 def _remove(path: Path) -> None:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -63,7 +63,6 @@ def tiny_llama_folder(seed: int = 0, root: str | Path | None = None, layers: int
     folder = Path(root or model_cache_root()) / name
     if is_exported(folder):
         return folder
-    from librarian.models.hf import tiny_llama
 
     log.info("exporting the tiny random Llama to %s", folder)
     backend = tiny_llama(seed=seed, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
@@ -76,7 +75,6 @@ def smollm2_hf_folder(root: str | Path | None = None) -> Path:
     folder = Path(root or model_cache_root()) / "smollm2-135m-instruct-f32"
     if is_exported(folder):
         return folder
-    from librarian.models.hf import load_smollm2
 
     log.info("exporting SmolLM2-135M-Instruct (float32) to %s", folder)
     backend = load_smollm2(dtype="float32")

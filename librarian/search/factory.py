@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from librarian.search.base import SearchIndex
+from librarian.search.embedded import EmbeddedIndex
 from librarian.search.embedders import Embedder, make_embedder
+from librarian.search.es_index import ElasticsearchIndex
 from librarian.search.es_settings import ElasticsearchSettings
 
 BACKENDS: tuple[str, ...] = ("embedded", "elasticsearch")
@@ -28,12 +30,8 @@ def make_index(config: SearchConfig | None = None, embedder: Embedder | None = N
     if embedder is None:
         embedder = make_embedder(config.embedder, config.hashing_dim)
     if config.backend == "embedded":
-        from librarian.search.embedded import EmbeddedIndex
-
         return EmbeddedIndex(config.namespace, embedder)
     if config.backend == "elasticsearch":
-        from librarian.search.es_index import ElasticsearchIndex
-
         settings = ElasticsearchSettings.from_env(**config.elasticsearch)
         return ElasticsearchIndex(config.namespace, embedder, settings)
     raise ValueError(f"unknown search backend {config.backend!r}; use one of {', '.join(BACKENDS)}")

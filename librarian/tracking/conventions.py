@@ -24,6 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from librarian import __version__
+from librarian.redact import redact_text
+
 log = logging.getLogger(__name__)
 ENV_URI = "LIBRARIAN_TRACKING_URI"
 ENV_EXPERIMENT = "LIBRARIAN_EXPERIMENT"
@@ -67,8 +70,6 @@ def git_commit(where: str | None = None) -> str | None:
 
 def command_line(argv: list[str] | None = None) -> str:
     """The command that started this process, as a shell would read it (`librarian evaluate out_dir=...`)."""
-    from librarian.redact import redact_text
-
     args = list(sys.argv if argv is None else argv)
     if args:
         args[0] = Path(args[0]).name
@@ -77,8 +78,6 @@ def command_line(argv: list[str] | None = None) -> str:
 
 def standard_tags(pipeline: str) -> dict[str, str]:
     """The tags every run carries (MLflow's `mlflow.*` names where MLflow has one)."""
-    from librarian import __version__
-
     tags = {"mlflow.source.name": Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "librarian",
             "mlflow.source.type": "LOCAL", "librarian.version": __version__,
             "librarian.command": command_line(), "librarian.pipeline": pipeline}

@@ -33,8 +33,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
 from librarian.redact import redact, redact_text
 from librarian.tracking import conventions
+from librarian.tracking.step_listeners import notify
+from librarian.workspace.codec import write_parquet
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +62,8 @@ def flatten(config: Any, prefix: str = "") -> dict[str, str]:
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         config = dataclasses.asdict(config)
     else:
-        try:
-            from omegaconf import DictConfig, ListConfig, OmegaConf
-
-            if isinstance(config, DictConfig | ListConfig):
-                config = OmegaConf.to_container(config, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf is a core dependency
-            pass
+        if isinstance(config, DictConfig | ListConfig):
+            config = OmegaConf.to_container(config, resolve=True)
     out: dict[str, str] = {}
     if isinstance(config, Mapping):
         for key, value in config.items():
@@ -193,7 +193,6 @@ class Tracker:
             items.append(Metric(key, float(value), now, int(step)))
         for at in range(0, len(items), MAX_BATCH):
             self.client.log_batch(self.run_id, metrics=items[at:at + MAX_BATCH])
-        from librarian.tracking.step_listeners import notify
 
         notify({m.key: m.value for m in items}, int(step))  # e.g. a sweep's trial reporting to Ray Tune
 
@@ -219,8 +218,6 @@ class Tracker:
 
     def log_config(self, config: Any, name: str = "config.yaml") -> None:
         """The resolved config as YAML (and its flattened params)."""
-        from omegaconf import OmegaConf
-
         config = redact(config)  # credentials never reach the params or the YAML
         self.log_params(config)
         conf = OmegaConf.structured(config) if dataclasses.is_dataclass(config) else OmegaConf.create(config)
@@ -228,15 +225,11 @@ class Tracker:
 
     def log_table(self, table: Any, name: str, folder: str = "snapshots") -> None:
         """A pyarrow Table (a workspace snapshot, a trace) as Parquet."""
-        import pyarrow.parquet as pq
-
         self._write(name if name.endswith(".parquet") else name + ".parquet", lambda p: pq.write_table(table, p),
                     folder)
 
     def log_workspace(self, workspace: Any, name: str, folder: str = "snapshots") -> None:
         """A workspace's snapshot (tombstones included) as Parquet, in the workspace codec's format."""
-        from librarian.workspace.codec import write_parquet
-
         nodes, meta = workspace.state()
         self._write(name if name.endswith(".parquet") else name + ".parquet",
                     lambda p: write_parquet(nodes, meta, p), folder)

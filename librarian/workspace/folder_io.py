@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from tqdm import tqdm
 
 from librarian.workspace.errors import WorkspaceError
 from librarian.workspace.nodes import Document, Node, NodeSource
@@ -394,8 +395,6 @@ def export_folder(src: NodeSource, folder: str | os.PathLike[str], overwrite: bo
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.export-"))
     try:
-        from tqdm import tqdm
-
         files = tqdm(sorted(layout.items()), desc="exporting", unit="file", file=sys.stderr, mininterval=0.5,
                      disable=not progress or len(layout) < EXPORT_PROGRESS_MIN)
         for rel, (node, _is_readme) in files:

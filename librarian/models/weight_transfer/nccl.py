@@ -44,6 +44,7 @@ to a running engine by `scripts/gpu_check.sh`.
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -109,8 +110,6 @@ def update_info(meta: Sequence[tuple[str, str, Sequence[int]]]) -> dict[str, Any
 
 
 def tensor_bytes(dtype: str, shape: Sequence[int]) -> int:
-    import math
-
     import torch
 
     return math.prod(int(s) for s in shape) * getattr(torch, dtype).itemsize
