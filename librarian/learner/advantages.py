@@ -73,8 +73,9 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
+from librarian.learner.config import ADVANTAGES
 from librarian.learner.errors import LearnerError
 
 EPSILON = 1e-6
@@ -232,10 +233,7 @@ def outcome_grpo_per_turn(turn_rewards: torch.Tensor, traj_ids: Sequence[Hashabl
 
 # name -> turn-level estimator (turn_rewards, traj_ids, group_ids, gamma, eps, scale_by_std) -> (adv, returns)
 TurnEstimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
-ESTIMATORS: dict[str, TurnEstimator] = {
-    "outcome_grpo": outcome_grpo_per_turn,
-    "multi_turn_grpo": multi_turn_grpo,
-}
+ESTIMATORS: dict[str, TurnEstimator] = dict(zip(ADVANTAGES, (outcome_grpo_per_turn, multi_turn_grpo), strict=True))
 
 
 def get_estimator(name: str) -> TurnEstimator:

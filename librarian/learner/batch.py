@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
 from librarian.learner.advantages import get_estimator
 from librarian.learner.errors import LearnerError

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from librarian.learner.errors import LearnerError
 
@@ -29,6 +28,8 @@ FORMAT = 1
 
 def rng_state() -> dict[str, Any]:
     """Python, numpy and torch (CPU and CUDA) generator states."""
+    import torch
+
     state: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(),
                              "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
@@ -37,6 +38,8 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    import torch
+
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
@@ -59,6 +62,8 @@ def stage(folder: str | Path) -> Path:
 def commit(tmp: Path, folder: str | Path, header: dict[str, Any], tensors: dict[str, Any]) -> Path:
     """Write `tensors` (file stem -> object for `torch.save`) and the header into `tmp`, then rename it to
     `folder` (replacing an older checkpoint there)."""
+    import torch
+
     folder = Path(folder)
     for stem, obj in tensors.items():
         torch.save(obj, tmp / f"{stem}.pt")
@@ -93,6 +98,8 @@ def read_header(folder: str | Path) -> dict[str, Any]:
 
 
 def read_tensor(folder: str | Path, stem: str) -> Any:
+    import torch
+
     path = Path(folder) / f"{stem}.pt"
     if not path.is_file():
         raise LearnerError(f"checkpoint {folder} lacks {path.name}")

@@ -11,6 +11,7 @@ KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3", "k3+", "k1+", "l
 ENGINES = ("torch", "deepspeed")
 PRECISIONS = ("fp32", "bf16")
 ROLLOUT_IS = ("none", "token", "sequence")
+ADVANTAGES = ("outcome_grpo", "multi_turn_grpo")  # `advantage`: the turn-level estimators (advantages.ESTIMATORS)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class LearnerConfig:
     precision: str = "fp32"  # fp32 | bf16: bfloat16 compute with float32 master weights (DeepSpeed's bf16
     # section; the torch engine: autocast over float32 trainable parameters)
     temperature: float = 1.0  # the rollout sampling temperature: logits are divided by it
-    advantage: str = "multi_turn_grpo"
+    advantage: str = "multi_turn_grpo"  # one of ADVANTAGES
     gamma: float = 1.0
     scale_by_std: bool = True
     filter_flat_groups: bool = False  # train only on groups whose advantages are not all zero (DAPO's

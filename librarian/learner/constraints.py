@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
 from librarian.learner.errors import LearnerError
 from librarian.models.base import BackendError

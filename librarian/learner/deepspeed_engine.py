@@ -25,12 +25,13 @@ optimizer keeps float32 master weights and AdamW states.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
 from librarian.learner import lora
 from librarian.learner.config import LearnerConfig
@@ -106,8 +107,6 @@ class DeepSpeedEngine:
         return self.ds.device
 
     def autocast(self) -> Any:
-        import contextlib
-
         return contextlib.nullcontext()  # DeepSpeed's bf16 section casts the module itself
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -125,8 +124,6 @@ class DeepSpeedEngine:
 
     def gathered_params(self, params: list[Any]) -> Any:
         """Read `params` whole inside (ZeRO-3 gathers them from every rank: all ranks enter together)."""
-        import contextlib
-
         import deepspeed
 
         if self.cfg.deepspeed.zero_stage == 3:
@@ -138,7 +135,6 @@ class DeepSpeedEngine:
 
         if self.cfg.deepspeed.zero_stage == 3:
             return deepspeed.zero.GatheredParameters(list(self.ds.module.parameters()), modifier_rank=0)
-        import contextlib
 
         return contextlib.nullcontext()
 

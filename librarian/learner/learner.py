@@ -40,15 +40,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
 from librarian.learner import checkpoint, lora
 from librarian.learner.batch import PolicySample, TensorBatch, collate, micro_batches, split, spread
 from librarian.learner.config import LearnerConfig, validate
 from librarian.learner.constraints import disallowed_mask, disallowed_rows, mask_logits
-from librarian.learner.engine import data_parallel
+from librarian.learner.deepspeed_engine import DeepSpeedEngine
+from librarian.learner.engine import TorchEngine, data_parallel
 from librarian.learner.errors import LearnerError
-from librarian.learner.logprobs import chunkable, hf_model, token_stats
+from librarian.learner.logprobs import chunkable, token_stats
 from librarian.learner.losses import (
     aggregate,
     batch_info,
@@ -67,10 +68,7 @@ log = logging.getLogger(__name__)
 def make_engine(model: Any, cfg: LearnerConfig) -> Any:
     """The engine `cfg.engine` around `model`."""
     if cfg.engine == "deepspeed":
-        from librarian.learner.deepspeed_engine import DeepSpeedEngine
-
         return DeepSpeedEngine(model, cfg)
-    from librarian.learner.engine import TorchEngine
 
     return TorchEngine(model, cfg)
 
@@ -216,7 +214,7 @@ class Learner:
         rows = t["mask"] > 0 if rows is None else rows
         module = self.model if model is None else model
         if self.chunked and (model is None or chunkable(module)):
-            head = hf_model(module).get_output_embeddings()
+            head = lora.hf_model(module).get_output_embeddings()
             # packed, on the batch's device (chunked_stats moves them to the hidden states' if that differs)
             banned = disallowed_rows(samples, first, rows, head.out_features, self.tokenizer) if samples else None
             with self.engine.autocast():

@@ -30,20 +30,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
 from librarian.learner.constraints import GrammarRows, banned_chunk
 from librarian.learner.errors import LearnerError
+from librarian.learner.lora import hf_model
 
 # config fields of models that transform the output layer's logits before returning them
 POST_HEAD = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
-
-
-def hf_model(model: Any) -> Any:
-    """The transformers model inside DeepSpeed's engine and peft's wrapper (peft forwards attributes)."""
-    while type(model).__name__ == "DeepSpeedEngine":
-        model = model.module
-    return model
 
 
 def chunkable(model: Any) -> bool:

@@ -6,8 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import torch
-
 from librarian.learner.config import LoraConfig
 from librarian.learner.errors import LearnerError
 
@@ -64,6 +62,13 @@ def load_adapter_state(model: Any, state: dict[str, Any], adapter: str = TRAINED
         raise LearnerError(f"adapter weights do not fit the model: unexpected keys {unexpected[:5]}")
 
 
+def hf_model(model: Any) -> Any:
+    """The transformers model inside DeepSpeed's engine and peft's wrapper (peft forwards attributes)."""
+    while type(model).__name__ == "DeepSpeedEngine":
+        model = model.module
+    return model
+
+
 def has_adapter(model: Any, name: str) -> bool:
     return name in getattr(model, "peft_config", {})
 
@@ -73,6 +78,8 @@ def add_frozen_adapter(model: Any, cfg: LoraConfig, name: str = REFERENCE) -> No
 
     Add it before an engine takes the model (DeepSpeed records the module's parameters when it starts).
     Its random init draws from a forked RNG, so the caller's random streams (and exact resume) are untouched."""
+    import torch
+
     device = next(model.parameters()).device
     devices = [device.index if device.index is not None else torch.cuda.current_device()] \
         if device.type == "cuda" else []
@@ -83,13 +90,14 @@ def add_frozen_adapter(model: Any, cfg: LoraConfig, name: str = REFERENCE) -> No
         raise LearnerError(f"adding the {name!r} adapter changed the active adapter to {model.active_adapter!r}")
 
 
-@torch.no_grad()
 def copy_adapter(model: Any, source: str, target: str) -> None:
     """`target`'s weights := `source`'s (device to device, no CPU round trip)."""
+    import torch
     from peft import get_peft_model_state_dict
 
-    state = {k: v.detach() for k, v in get_peft_model_state_dict(model, adapter_name=source).items()}
-    load_adapter_state(model, state, target)
+    with torch.no_grad():
+        state = {k: v.detach() for k, v in get_peft_model_state_dict(model, adapter_name=source).items()}
+        load_adapter_state(model, state, target)
 
 
 @contextmanager

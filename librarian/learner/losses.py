@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
 from librarian.learner.config import LossConfig
 from librarian.learner.errors import LearnerError

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 from tqdm.auto import tqdm
 
 from librarian.learner.batch import PolicySample, collate

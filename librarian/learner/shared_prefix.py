@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
+import torch  # noqa: TID253 (tensor code throughout)
 
 from librarian.learner.batch import PolicySample
 from librarian.learner.errors import LearnerError

@@ -3,10 +3,12 @@ weights as a stream for an NCCL broadcast (`librarian.models.weight_transfer.ncc
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from librarian.learner import lora
 from librarian.learner.config import LoraConfig
 from librarian.learner.errors import LearnerError
 
@@ -43,8 +45,6 @@ def load_weights(backend: Any, payload: WeightsPayload) -> int:
     An older version than the one loaded is refused, so a worker never goes
     back in time.
     """
-    from librarian.learner import lora
-
     current = getattr(backend, "policy_version", -1)
     if payload.version < current:
         raise LearnerError(f"refusing weights version {payload.version}: version {current} is already loaded")
@@ -72,10 +72,9 @@ def full_weights(learner: Any, dtype: Any = None) -> Iterator[tuple[str, Any]]:
     tensor is gathered from the ranks (a collective) and handed out as a copy."""
     if learner.cfg.lora.enabled:
         raise LearnerError("a LoRA learner publishes adapters (folders), not full weights")
-    from librarian.learner.logprobs import hf_model
 
     gather = getattr(learner.engine, "gathered_params", None)
-    for name, param in hf_model(learner.engine.module).named_parameters():
+    for name, param in lora.hf_model(learner.engine.module).named_parameters():
         with gather([param]) if gather else _nothing():
             tensor = param.detach()
             tensor = tensor.to(dtype) if dtype is not None and tensor.dtype != dtype else tensor
@@ -91,16 +90,12 @@ def device_state(learner: Any) -> dict[str, Any]:
 
 def full_weights_meta(learner: Any, dtype: Any = None) -> list[tuple[str, str, list[int]]]:
     """(name, dtype, shape) of `full_weights` without gathering anything (what the engines allocate)."""
-    from librarian.learner.logprobs import hf_model
-
     out = []
-    for name, param in hf_model(learner.engine.module).named_parameters():
+    for name, param in lora.hf_model(learner.engine.module).named_parameters():
         shape = list(getattr(param, "ds_shape", param.shape))  # ZeRO-3 keeps the full shape in ds_shape
         out.append((name, str(dtype or param.dtype).removeprefix("torch."), [int(s) for s in shape]))
     return out
 
 
 def _nothing() -> Any:
-    import contextlib
-
     return contextlib.nullcontext()

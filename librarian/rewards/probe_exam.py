@@ -19,6 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tqdm import tqdm
+
 from librarian.datasets.records import Question
 from librarian.models import make_backend
 from librarian.models.base import SamplingParams
@@ -187,8 +189,6 @@ def run_local(store: SnapshotView | Workspace | bytes, questions: Sequence[Quest
               repeats: int = 1, runner: ExamRunner | None = None, chunk: int = 32,
               progress: Callable[[int, int], None] | None = None) -> list[ExamResult]:
     """The plain in-process loop: the same probe as a pool worker runs, in this process."""
-    from tqdm import tqdm
-
     runner = runner or ExamRunner(spec)
     key, view = opened(store)
     runner.load(key, view)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from librarian.roles.content_executor import EXECUTOR_KEY, Source
 from librarian.roles.curator_tools import apply_op
 from librarian.roles.tools import (
     LIBRARIAN_BUILDER,
@@ -24,7 +25,6 @@ def _text(ctx: ToolContext, a: dict[str, Any], refs: list[str], tool: str) -> st
     """The builder's own text, or (when it leaves `text` out) the attached content executor's, from the sources."""
     if a.get("text"):
         return a["text"]
-    from librarian.roles.content_executor import EXECUTOR_KEY, Source
 
     executor = ctx.extra.get(EXECUTOR_KEY)
     if executor is None:

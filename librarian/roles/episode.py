@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from librarian.models.base import Message, PolicyBackend, Sample, SamplingParams, ToolSchema
+from librarian.models.chat import with_tools_in_system
+from librarian.models.constrained import compact_schema, tool_call_grammar
 from librarian.roles.definitions import Role
 from librarian.roles.environment import Environment, Step
 from librarian.roles.trajectory import Trajectory, TurnRecord
@@ -53,11 +55,9 @@ class LoopConfig:
         written into the system turn and no tools (`signatures`)."""
         if self.tool_listing == "schema" or not tools:
             return prompts, tools
-        from librarian.models.chat import with_tools_in_system
 
         shown = list(tools)
         if self.constrained or self.compact_listing:  # the arguments the grammar lets the policy write
-            from librarian.models.constrained import compact_schema
 
             shown = [{**t, "function": {**t["function"], "parameters": compact_schema(
                 t["function"].get("parameters") or {"type": "object", "properties": {}})}} for t in tools]
@@ -68,7 +68,6 @@ class LoopConfig:
         tool only alone), or None."""
         if not self.constrained or not tools:
             return None
-        from librarian.models.constrained import tool_call_grammar
 
         return tool_call_grammar(tools, max_calls=max_calls or role.max_calls_per_turn, free_text=self.free_text,
                                  enums=dict(self.grammar_enums), solo=(role.answer_tool,))

@@ -21,6 +21,7 @@ from librarian.roles.tools import (
     params,
     touched,
 )
+from librarian.search.paging import search_page
 from librarian.workspace import views
 from librarian.workspace.errors import WorkspaceError
 from librarian.workspace.nodes import NodeSource
@@ -36,8 +37,6 @@ def one_line(text: str, limit: int) -> str:
 
 def kbgym_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
     """Five hits per page, each with its id, kind, path and (matched) text."""
-    from librarian.search.paging import search_page
-
     if ctx.index is None:
         raise ToolInputError("search is not available: no search index is attached to this workspace")
     page = search_page(ctx.index, args["query"], args.get("page", 1), mode=ctx.search_mode)  # type: ignore[arg-type]

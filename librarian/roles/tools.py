@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from librarian.search.base import SearchIndex
     from librarian.search.sync import IndexSync
     from librarian.workspace.store import Workspace
+from librarian.search.errors import SearchError
+from librarian.workspace.store import Workspace
 
 KBGYM_READER = "kbgym_reader"
 KBGYM_CURATOR = "kbgym_curator"
@@ -90,8 +92,6 @@ class ToolContext:
 
     def writable(self) -> Workspace:
         """The live workspace, for tools that edit; a snapshot view cannot be edited."""
-        from librarian.workspace.store import Workspace
-
         if not isinstance(self.workspace, Workspace):
             raise ToolInputError("this workspace is a frozen snapshot; editing tools are not available on it")
         return self.workspace
@@ -136,8 +136,6 @@ ID = {"type": "string", "minLength": 1, "description": "a document id"}
 
 def run_tool(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
     """Run a tool; a `WorkspaceError` / `ToolInputError` / search error becomes an error observation."""
-    from librarian.search.errors import SearchError
-
     try:
         result = tool.run(ctx, arguments)
     except (WorkspaceError, ToolInputError, SearchError) as exc:
