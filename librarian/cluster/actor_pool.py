@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tqdm import tqdm
+
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 1200.0  # a cold vLLM start of a 7B model with CUDA graph capture takes minutes
 CALL_TIMEOUT_S = 3600.0  # one work item (a job's builds, a chunk of probes)
@@ -178,7 +180,6 @@ class ActorPool:
         `call_timeout_s` (from when its worker started it, not while it queued) fails the call."""
         import ray
         from ray.exceptions import RayActorError
-        from tqdm import tqdm
 
         queue = deque(range(len(items)))
         results: dict[int, Any] = {}

@@ -19,6 +19,7 @@ this actor for `learner.workers: 1`, or a `LearnerGroup` of that many ranks
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -137,8 +138,6 @@ class LearnerActor:
     def sync_connect(self) -> None:
         """Rank 0 starts joining the broadcast group in a thread and returns: the receivers may first need this
         actor (a restarted worker pulls the weights through `publish` before it can join); `sync_joined` waits."""
-        import threading
-
         if self.sender is None:
             return
         errors: list[BaseException] = []

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from librarian.cluster.learner_actor import LearnerActor
-from librarian.cluster.waits import learner_timeout
+from librarian.cluster.waits import failure_reason, learner_timeout
 from librarian.learner.batch import split
 
 
@@ -93,17 +94,6 @@ class LearnerRank(LearnerActor):
         return spec.rank
 
 
-def _reason(exc: BaseException) -> str:
-    """A one-line cause: the rank's own exception, or how its process ended."""
-    from ray.exceptions import RayActorError, RayTaskError
-
-    if isinstance(exc, RayTaskError) and exc.cause is not None:
-        return f"{type(exc.cause).__name__}: {str(exc.cause).strip().splitlines()[-1][:300]}"
-    if isinstance(exc, RayActorError):
-        return "its process died (killed, out of memory, or crashed)"
-    return f"{type(exc).__name__}: {str(exc)[:300]}"
-
-
 class LearnerGroup:
     """The `LearnerActor` methods over `len(placements)` data-parallel ranks (this actor holds them)."""
 
@@ -143,8 +133,6 @@ class LearnerGroup:
     def _all(self, what: str, refs: Sequence[Any], timeout_s: float = 0.0) -> list[Any]:
         """The ranks' results in rank order; the first failure, or ranks still running after `timeout_s` (0: no
         limit), stops every rank and names them."""
-        import time
-
         import ray
 
         pending = {ref: i for i, ref in enumerate(refs)}
@@ -162,7 +150,7 @@ class LearnerGroup:
                 try:
                     out[i] = ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - any failure of a rank breaks the group
-                    self._fail(f"learner rank {i} of {self.world} failed during {what}: {_reason(exc)}")
+                    self._fail(f"learner rank {i} of {self.world} failed during {what}: {failure_reason(exc)}")
         return out
 
     def _fail(self, why: str) -> None:

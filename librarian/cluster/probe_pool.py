@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from librarian.cluster.actor_pool import ActorPool, PoolError
+from librarian.cluster.ray_init import connect
 from librarian.cluster.topology import check_engine_gpus, check_engine_start
 from librarian.config import ConfigError
 from librarian.datasets.records import Question
@@ -45,8 +46,6 @@ class ProbeError(PoolError):
 
 def init_ray(num_cpus: int | None = None, temp_dir: str | None = None, address: str = "") -> None:
     """Join the cluster `address` or $RAY_ADDRESS names, else start a local Ray (`librarian.cluster.ray_init`)."""
-    from librarian.cluster.ray_init import connect
-
     connect(address, num_cpus=num_cpus, temp_dir=temp_dir or "")
 
 

@@ -13,12 +13,15 @@ with one CPU each, outside the group. `reserve` waits at most
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from librarian.cluster.ray_init import connect
 from librarian.config import ConfigError
+from librarian.models.vllm_backend import VLLMBackend
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
@@ -93,9 +96,6 @@ def check_engine_start(section: str, backend: str, options: dict, start_timeout_
     `<section>.options.start_timeout_s` (so the engine's error, which quotes its log, comes first)."""
     if backend != "vllm":
         return
-    import inspect
-
-    from librarian.models.vllm_backend import VLLMBackend
 
     default = inspect.signature(VLLMBackend).parameters["start_timeout_s"].default
     engine = float(dict(options or {}).get("start_timeout_s", default))
@@ -127,8 +127,6 @@ def wait_reserved(group: Any, bundles: list[dict[str, float]], strategy: str, ti
 def start(ray_cfg: RayConfig, needed_cpus: float) -> bool:
     """Join or start Ray (`librarian.cluster.ray_init`) unless it is running; True when this call connected
     (so the caller shuts it down). Only a local Ray gets `num_cpus` and `temp_dir`."""
-    from librarian.cluster.ray_init import connect
-
     cpus = ray_cfg.num_cpus or max(int(needed_cpus + 0.999), os.cpu_count() or 1)
     return connect(ray_cfg.address, num_cpus=cpus, temp_dir=ray_cfg.temp_dir).owned
 

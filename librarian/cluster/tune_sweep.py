@@ -18,13 +18,12 @@ from __future__ import annotations
 import json
 import logging
 import time
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from ray.tune import Callback
 
 from librarian.tracking import step_listeners
 
@@ -82,8 +81,8 @@ def last_error(trial: Any) -> str:
         return describe(trial.get_pickled_error())
 
 
-class AttemptLog(Callback):
-    """A Tune callback: each attempt to a JSON-lines file, this command's retries, timeouts."""
+class AttemptHooks:
+    """`AttemptLog`'s hooks: each attempt to a JSON-lines file, this command's retries, timeouts."""
 
     def __init__(self, path: str | Path, name_of: Callable[[Any], str], retries: int, timeout_s: float = 0.0,
                  session: str = "") -> None:
@@ -143,6 +142,19 @@ class AttemptLog(Callback):
             if actor is not None:
                 self.timed_out.add(trial.trial_id)
                 ray.kill(actor)
+
+
+def __getattr__(name: str) -> Any:
+    """`AttemptLog`: `AttemptHooks` as a Ray Tune `Callback`, made on first use so importing this module
+    loads no Ray; kept here, so a saved Tune run config unpickles it as `tune_sweep.AttemptLog`."""
+    if name != "AttemptLog":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ray.tune import Callback
+
+    cls = types.new_class("AttemptLog", (AttemptHooks, Callback), exec_body=lambda ns: ns.update(
+        __module__=__name__, __qualname__="AttemptLog", __doc__=AttemptHooks.__doc__))
+    globals()["AttemptLog"] = cls
+    return cls
 
 
 def read_attempts(path: str | Path) -> list[dict[str, Any]]:

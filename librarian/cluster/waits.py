@@ -66,3 +66,14 @@ def learner_timeout(cfg: Any, method: str, args: Sequence[Any] = ()) -> float:
         count = len(samples) if hasattr(samples, "__len__") else 1
         return limit * sft_steps(count, args[1], args[2])
     return limit
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A one-line cause: the actor's own exception, or how its process ended."""
+    from ray.exceptions import RayActorError, RayTaskError
+
+    if isinstance(exc, RayTaskError) and exc.cause is not None:
+        return f"{type(exc.cause).__name__}: {str(exc.cause).strip().splitlines()[-1][:300]}"
+    if isinstance(exc, RayActorError):
+        return "its process died (killed, out of memory, or crashed)"
+    return f"{type(exc).__name__}: {str(exc)[:300]}"

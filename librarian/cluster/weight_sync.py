@@ -47,7 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.cluster.waits import wait_for
+from librarian.cluster.waits import failure_reason, wait_for
+from librarian.learner.weights import load_weights
 from librarian.models.weight_transfer.gloo import GlooReceiver, check_fits, load_into
 from librarian.models.weight_transfer.nccl import meta_of
 
@@ -66,7 +67,6 @@ def apply_weights(backend: Any, payload: Any) -> int:
     own = getattr(backend, "load_weights", None)
     if callable(own):
         return int(own(payload))
-    from librarian.learner.weights import load_weights
 
     return load_weights(backend, payload)
 
@@ -242,8 +242,6 @@ class BroadcastSync(WeightSync):
         were collectives, the others may be stuck in them) marks the group broken."""
         import ray
 
-        from librarian.cluster.learner_group import _reason
-
         names = {ref: name for name, ref in refs.items()}
         pending, out = list(names), {}
         while pending:
@@ -256,7 +254,7 @@ class BroadcastSync(WeightSync):
                 try:
                     out[names[ready[0]]] = ray.get(ready[0])
                 except Exception as exc:  # noqa: BLE001 - any failure leaves the others in the collective
-                    problem = f"{what}: {names[ready[0]]} failed: {_reason(exc)}"
+                    problem = f"{what}: {names[ready[0]]} failed: {failure_reason(exc)}"
             if problem:
                 self.broken = problem if breaks else self.broken
                 raise WeightSyncError(problem)

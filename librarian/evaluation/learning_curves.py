@@ -9,10 +9,16 @@ the control compares the two runs build by build at each step.
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from librarian.evaluation.metrics.bootstrap import cluster_bootstrap_ci, unpaired_difference_ci
 
 ENDS = 3
 
@@ -30,8 +36,6 @@ def rewards_by_step(run_dir: Path, reward: Callable[[dict], float]) -> dict[int,
 def reward_gain(per_step: dict[int, list[float]], ends: int = ENDS, seed: int = 0) -> dict[str, Any]:
     """Mean reward of the last `ends` steps minus the first `ends` with a bootstrap 95% CI (fewer ends when
     the run is shorter than 2 x `ends` steps); raises ValueError with fewer than 2 steps."""
-    from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
-
     steps = sorted(per_step)
     if len(steps) < 2:
         raise ValueError(f"a reward gain needs at least 2 GRPO steps, the run has {len(steps)}")
@@ -49,8 +53,6 @@ def gain_over_control(run: dict[int, list[float]], control: dict[int, list[float
     with a bootstrap 95% CI resampling whole steps; raises ValueError when no such step exists.
 
     Unlike `reward_gain` it does not compare different corpora (the two ends of a run)."""
-    from librarian.evaluation.metrics.bootstrap import cluster_bootstrap_ci
-
     steps = [s for s in sorted(set(run) & set(control)) if s >= skip]
     if not steps:
         raise ValueError(f"no GRPO step after step {skip - 1} is in both the run and the control")
@@ -130,9 +132,6 @@ def plot_learning(path: Path, run: list[float], control: list[float], valid: lis
 
 def bench_args(description: str, default_config: str, argv: list[str] | None = None) -> tuple[Any, Path, list[str]]:
     """A learning benchmark's command line: (args, the output folder (created), the overrides both runs share)."""
-    import argparse
-    import logging
-
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--out", required=True)
     ap.add_argument("--config", default=default_config)
@@ -156,9 +155,6 @@ def bench_args(description: str, default_config: str, argv: list[str] | None = N
 def run_concurrently(script: str, args: Any, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run a benchmark's `--only run` and `--only control` at the same time, each in its own process (and its own
     local Ray); returns the two runs' results.json. Raises SystemExit naming the folders if either fails."""
-    import subprocess
-    import sys
-
     base = [sys.executable, script, "--out", str(out), "--config", args.config, "--steps", str(args.steps)]
     procs = [subprocess.Popen([*base, "--only", which, *args.overrides]) for which in ("run", "control")]
     codes = [p.wait() for p in procs]

@@ -9,9 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from librarian.evaluation.findings import difference, excludes_zero, interval
 from librarian.evaluation.plots import PlotError
 from librarian.evaluation.report import fmt
@@ -103,6 +100,9 @@ def plot_arms(result: Mapping[str, Any], path: str | Path, title: str = "") -> P
     recall = [float(arms[n]["source_recall"]) for n in names]
     low = [max(0.0, r - float(arms[n]["source_recall_ci"][0])) for r, n in zip(recall, names, strict=True)]
     high = [max(0.0, float(arms[n]["source_recall_ci"][1]) - r) for r, n in zip(recall, names, strict=True)]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(10, 4))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 2, 1)

@@ -13,11 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from librarian.evaluation.findings import no_signal_steps
 from librarian.evaluation.metrics.amortization import AmortizationCurve, crossover
@@ -74,7 +72,16 @@ def _finite(what: str, values: Sequence[float]) -> np.ndarray:
     return arr
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def _figure(figsize: tuple[float, float]) -> Any:
+    """A matplotlib Figure (matplotlib loads with the first plot, not with this module)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(fig)
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=110)
@@ -100,7 +107,7 @@ def plot_learning_curves(series: Mapping[str, tuple[Sequence[float], Sequence[fl
         raise PlotError("plot_learning_curves: no series given")
     if smoothing is not None and not 0 < smoothing <= 1:
         raise PlotError(f"smoothing must be in (0, 1] (got {smoothing})")
-    fig = Figure(figsize=(6.4, 4.0))
+    fig = _figure((6.4, 4.0))
     ax = fig.add_subplot()
     for name, pair in series.items():
         if not isinstance(pair, tuple | list) or len(pair) != 2:
@@ -128,7 +135,9 @@ def plot_step_panels(panels: Mapping[str, Mapping[str, StepSeries]], path: str |
     out = _target(path)
     if not panels:
         raise PlotError("plot_step_panels: no panels given")
-    fig = Figure(figsize=(max(6.4, 4.2 * len(panels)), 3.8))
+    from matplotlib import ticker
+
+    fig = _figure((max(6.4, 4.2 * len(panels)), 3.8))
     for i, (quantity, series) in enumerate(panels.items()):
         if not series:
             raise PlotError(f"panel {quantity!r}: no series given")
@@ -147,7 +156,7 @@ def plot_step_panels(panels: Mapping[str, Mapping[str, StepSeries]], path: str |
             ax.axvspan(step - 0.4, step + 0.4, color="grey", alpha=0.15)
             ax.annotate(why, (step, 0.98), xycoords=("data", "axes fraction"), ha="center", va="top", fontsize=7,
                         rotation=90)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
         ax.set_xlabel(xlabel)
         ax.set_ylabel(quantity)
         ax.grid(alpha=0.3)
@@ -174,7 +183,7 @@ def plot_rho_vs_coverage(points: Sequence[RhoPoint], path: str | Path, *, title:
     out = _target(path)
     if not points:
         raise PlotError("plot_rho_vs_coverage: no points given")
-    fig = Figure(figsize=(6.4, 4.4))
+    fig = _figure((6.4, 4.4))
     ax = fig.add_subplot()
     for p in points:
         if not (0.0 <= p.coverage <= 1.0) or not math.isfinite(p.rho) or p.rho < 0:
@@ -207,7 +216,7 @@ def plot_amortization(curves: Sequence[AmortizationCurve], path: str | Path, *, 
     if not isinstance(q_max, int) or q_max < 2:
         raise PlotError(f"q_max must be an integer >= 2 (got {q_max!r})")
     q = np.linspace(1, q_max, 200)
-    fig = Figure(figsize=(11, 4.2))
+    fig = _figure((11, 4.2))
     for i, normalized in enumerate((False, True)):
         ax = fig.add_subplot(1, 2, i + 1)
         for c in curves:
@@ -238,7 +247,7 @@ def plot_gradient(tables: Mapping[str, Sequence[GradientRow]], path: str | Path,
         if not rows:
             raise PlotError(f"plot_gradient: store {store!r} has no rows")
         groups += [r.group for r in rows if r.group not in groups]
-    fig = Figure(figsize=(11, 4.2))
+    fig = _figure((11, 4.2))
     ax_rho, ax_f1 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     width = 0.8 / len(tables)
     x = np.arange(len(groups))
@@ -275,7 +284,7 @@ def plot_structure(stats: Mapping[str, StructureStats], path: str | Path, *, tit
     fields = list(HEADLINE)
     cols = 4
     rows = math.ceil((len(fields) + 1) / cols)
-    fig = Figure(figsize=(3.2 * cols, 2.8 * rows))
+    fig = _figure((3.2 * cols, 2.8 * rows))
     names = list(stats)
     for i, f in enumerate(fields):
         ax = fig.add_subplot(rows, cols, i + 1)

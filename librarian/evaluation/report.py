@@ -13,6 +13,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
+from librarian.evaluation.metrics.amortization import AmortizationCurve, crossover
+from librarian.evaluation.metrics.bootstrap import CI
+from librarian.evaluation.metrics.gradient import QueryResult, gradient_table
+from librarian.evaluation.plots import (
+    RhoPoint,
+    plot_amortization,
+    plot_gradient,
+    plot_rho_vs_coverage,
+    plot_structure,
+)
+
 COLUMNS = (("name", "store"), ("n", "n"), ("f1", "F1"), ("f1_ci", "F1 95% CI"), ("actions", "mean actions"),
            ("actions_ci", "actions 95% CI"), ("rho", "rho"), ("rho_ci", "rho 95% CI"),
            ("tokens_read", "tokens read"), ("files_read", "files read"), ("coverage_one_hop", "coverage (1 hop)"),
@@ -71,8 +84,6 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Columns = COLUMNS
 
 @functools.cache
 def _environment() -> Any:
-    import jinja2
-
     env = jinja2.Environment(loader=jinja2.PackageLoader("librarian.evaluation", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["fmt"] = fmt
@@ -114,17 +125,6 @@ def plot_all(out: Path, rows: Sequence[Mapping[str, Any]], exams: Mapping[str, S
              gradient_exams: Mapping[str, Sequence[Any]], groups: Mapping[str, Sequence[Any]],
              structure: Mapping[str, Any], n_boot: int = 2000, seed: int = 0) -> tuple[list[Path], dict[str, Any]]:
     """The evaluation's plots (PNG under `out`) and the figures behind them (gradient rows, curves)."""
-    from librarian.evaluation.metrics.amortization import AmortizationCurve, crossover
-    from librarian.evaluation.metrics.bootstrap import CI
-    from librarian.evaluation.metrics.gradient import QueryResult, gradient_table
-    from librarian.evaluation.plots import (
-        RhoPoint,
-        plot_amortization,
-        plot_gradient,
-        plot_rho_vs_coverage,
-        plot_structure,
-    )
-
     plots: list[Path] = []
     extra: dict[str, Any] = {}
     points = [RhoPoint(r["name"], r["coverage_one_hop"], r["rho"], CI(r["rho"], *r["rho_ci"])) for r in rows

@@ -24,6 +24,9 @@ from librarian.evaluation.baselines.common import (
     raw_documents,
     written_tokens,
 )
+from librarian.models import make_backend
+from librarian.models.base import SamplingParams
+from librarian.roles.content_executor import ExtractiveExecutor, LLMExecutor, Source
 from librarian.workspace import CreateFile, MakeDir, Op, Workspace
 from librarian.workspace.views import estimate_tokens
 
@@ -61,14 +64,9 @@ def chunks(docs: list[tuple[str, str]], chunk_tokens: int, max_docs: int) -> lis
 
 def make_executor(options: AutoCompactionOptions) -> Any:
     """The content executor the options name."""
-    from librarian.models.base import SamplingParams
-    from librarian.roles.content_executor import ExtractiveExecutor, LLMExecutor
-
     if options.executor == "extractive":
         return ExtractiveExecutor(max_chars=options.max_chars)
     if options.executor == "llm":
-        from librarian.models import make_backend
-
         backend = make_backend(options.backend, **dict(options.backend_args))
         params = SamplingParams(max_new_tokens=options.max_new_tokens, temperature=0.0)
         return LLMExecutor(backend, max_chars=options.max_chars, params=params)
@@ -77,8 +75,6 @@ def make_executor(options: AutoCompactionOptions) -> Any:
 
 def build_autocompaction(ws: Workspace, options: AutoCompactionOptions | None = None) -> BuildResult:
     """A copy of `ws` plus one summary file per chunk of raw documents (provenance: the chunk)."""
-    from librarian.roles.content_executor import Source
-
     options = options or AutoCompactionOptions()
     if options.chunk_tokens < 1 or options.max_docs < 1 or options.max_chars < 20 or options.max_new_tokens < 1:
         raise BaselineError(f"autocompaction: need chunk_tokens, max_docs, max_new_tokens >= 1 and max_chars >= 20, "

@@ -17,6 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from librarian.models.scripted_kbgym import parse_fact
 from librarian.workspace import Op, Workspace
 from librarian.workspace.ops import MAX_LINK_MANY_TARGETS, LinkMany
 from librarian.workspace.views import estimate_tokens
@@ -124,8 +125,6 @@ def names(sentence: str) -> list[str]:
 
 def triples(text: str) -> list[Triple]:
     """Triples of a text: KBGym fact sentences parsed exactly, otherwise consecutive names `mentions`."""
-    from librarian.models.scripted_kbgym import parse_fact
-
     out: list[Triple] = []
     for sent in sentences(text):
         fact = parse_fact(sent)

@@ -15,6 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from itertools import combinations
 
+import networkx as nx
+
 from librarian.evaluation.baselines.common import (
     BaselineError,
     BuildResult,
@@ -43,8 +45,6 @@ class GraphRAGOptions:
 
 def communities(doc_entities: dict[str, list[str]], resolution: float, seed: int) -> list[list[str]]:
     """Louvain communities of the entity co-occurrence graph, largest first (ties: first entity)."""
-    import networkx as nx
-
     graph = nx.Graph()
     for ents in doc_entities.values():
         graph.add_nodes_from(ents)

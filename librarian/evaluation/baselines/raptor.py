@@ -26,6 +26,7 @@ from librarian.evaluation.baselines.common import (
     raw_documents,
     written_tokens,
 )
+from librarian.search.embedders import embed_batch, make_embedder
 from librarian.workspace import CreateFile, MakeDir, MergeFiles, Op, Workspace
 
 
@@ -59,8 +60,6 @@ def cluster(vectors: np.ndarray, size: int, seed: int) -> list[list[int]]:
 
 def build_raptor(ws: Workspace, options: RaptorOptions | None = None) -> BuildResult:
     """A copy of `ws` with the summary tree added through workspace ops (applied level by level)."""
-    from librarian.search.embedders import embed_batch, make_embedder
-
     options = options or RaptorOptions()
     if options.cluster_size < 2 or options.max_levels < 1:
         raise BaselineError(f"raptor: need cluster_size >= 2 and max_levels >= 1, got {options.cluster_size}, "

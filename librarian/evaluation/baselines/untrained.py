@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from librarian.evaluation.baselines.common import BaselineError, BuildResult, written_tokens
+from librarian.models import make_backend
+from librarian.models.base import SamplingParams
+from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episode
+from librarian.roles.builder_task import build_task
+from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
 from librarian.workspace import Workspace
 
 
@@ -34,12 +39,6 @@ class UntrainedBuilderOptions:
 
 def build_untrained_builder(ws: Workspace, options: UntrainedBuilderOptions | None = None) -> BuildResult:
     """A copy of `ws` changed only by the ops the builder episode applied (its trace)."""
-    from librarian.models import make_backend
-    from librarian.models.base import SamplingParams
-    from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episode
-    from librarian.roles.builder_task import build_task
-    from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
-
     options = options or UntrainedBuilderOptions()
     if options.budget < 1 or options.max_new_tokens < 1:
         raise BaselineError(f"untrained_builder: budget and max_new_tokens must be >= 1, got {options.budget}, "
