@@ -29,8 +29,12 @@ from typing import Any
 from librarian.config import ConfigError
 from librarian.datasets.scoring import score
 from librarian.online.policy import PolicyConfig, loop_config, make_policy
+from librarian.roles import ToolContext, ToolEnv, kbgym_curator, librarian_builder, run_episode
+from librarian.roles.builder_task import build_task
+from librarian.roles.kbgym_passes import backward_task, curation_task
 from librarian.roles.trajectory import Trajectory, TurnRecord
-from librarian.workspace import Workspace
+from librarian.search.sync import IndexSync
+from librarian.workspace import NearDuplicateGuard, Workspace
 
 ROLES = ("kbgym_curator", "librarian_builder")
 
@@ -164,12 +168,6 @@ def make_curator(cfg: CurationConfig) -> Any:
 def build_candidate(base: Served, items: Sequence[Logged], cfg: CurationConfig, curator: Any,
                     load_index: Callable[[], Any]) -> Candidate:
     """Curate a copy of `base` over `items`; `load_index()` gives a fresh copy of `base`'s index."""
-    from librarian.roles import ToolContext, ToolEnv, kbgym_curator, librarian_builder, run_episode
-    from librarian.roles.builder_task import build_task
-    from librarian.roles.kbgym_passes import backward_task, curation_task
-    from librarian.search.sync import IndexSync
-    from librarian.workspace import NearDuplicateGuard
-
     started = time.perf_counter()
     ws = base.workspace.copy()  # its trace starts empty: the ops of this round
     ws.guard = NearDuplicateGuard(threshold=cfg.dedup_threshold) if cfg.dedup_threshold > 0 else None

@@ -38,6 +38,7 @@ from librarian.online.curation import (
 )
 from librarian.online.log import PartLog
 from librarian.online.versions import VersionStore
+from librarian.search.embedded import EmbeddedIndex
 
 log = logging.getLogger("librarian.online")
 CURATIONS = "curations"
@@ -88,8 +89,6 @@ class RoundReport:
 
 def load_index(folder: Any, embedder: Any) -> Any:
     """A saved index, loaded fresh (each version and each candidate gets its own object)."""
-    from librarian.search.embedded import EmbeddedIndex
-
     return EmbeddedIndex.load(folder, embedder)
 
 

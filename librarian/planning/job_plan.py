@@ -19,10 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import OmegaConf
 
-from librarian.cluster.topology import COLOCATED_SHARE
+import librarian
+from librarian.cluster.actor_pool import START_TIMEOUT_S
+from librarian.cluster.topology import COLOCATED_SHARE, RayConfig
 from librarian.config import ConfigError
+from librarian.learner.config import LearnerConfig
 from librarian.planning.cluster_file import Cluster
 from librarian.planning.memory_check import fit, problem
 from librarian.planning.memory_estimate import ModelShape, engine_memory, resolve
@@ -53,8 +57,6 @@ class Report:
 
 def default_clusters() -> list[str]:
     """The shipped cluster files: under the current folder, else in this source tree."""
-    import librarian
-
     for root in (Path.cwd(), Path(librarian.__file__).resolve().parents[1]):
         found = [str(root / c) if root != Path.cwd() else c for c in DEFAULT_CLUSTERS if (root / c).is_file()]
         if found:
@@ -80,9 +82,6 @@ def _workers(section: dict[str, Any], role: str, default_workers: int) -> tuple[
 def actors(job: dict[str, Any]) -> tuple[list[Actor], list[Actor], Any, Any]:
     """(placement-group bundles in order, free actors, the RayConfig, the LearnerConfig) of an RL job; a colocated
     bundle's actors are its `members`."""
-    from librarian.cluster.topology import RayConfig
-    from librarian.learner.config import LearnerConfig
-
     ray = _section(RayConfig, job.get("ray"))
     learner = _section(LearnerConfig, job.get("learner"))
     n, cpus, gpus, engine = _workers(job.get("rollout") or {}, "rollout", 2)
@@ -255,8 +254,6 @@ def check_storage(report: Report, job: dict[str, Any], placement: Placement, eve
 
 
 def _start_timeout(job: dict[str, Any], role: str) -> float:
-    from librarian.cluster.actor_pool import START_TIMEOUT_S
-
     return float((job.get(role) or {}).get("start_timeout_s", START_TIMEOUT_S))
 
 
@@ -335,7 +332,6 @@ def check_weight_transfer(report: Report, everyone: list[Actor], learner: Any, o
 def _max_workers(cluster: Cluster) -> int:
     if cluster.kind != "launcher":
         return 0
-    import yaml
 
     return int((yaml.safe_load(Path(cluster.path).read_text()) or {}).get("max_workers", 0))
 

@@ -10,7 +10,8 @@
 - `loop`: the step loop, synchronous or one step off-policy (`rollout.asynchronous`);
 - `trainer`: `Trainer`, one run: tracking, warm start or resume, the loop, the common results.
 
-Importing this package does not import Ray or torch; they load when a session starts.
+Importing this package does not import Ray (it loads when a session starts); torch comes with the learner's
+batch code `samples` uses.
 """
 
 from librarian.rl.config import OffPolicyConfig, RLConfig, SFTConfig, check

@@ -20,8 +20,7 @@ from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.cluster.topology import RayConfig, Resources, check_engine_gpus, check_engine_start
 from librarian.cluster.topology import check as check_topology
 from librarian.config import ConfigError
-from librarian.learner.advantages import ESTIMATORS
-from librarian.learner.config import LearnerConfig
+from librarian.learner.config import ADVANTAGES, LearnerConfig
 from librarian.planning.memory_check import check_learner
 
 STALE = ("drop", "keep")
@@ -94,8 +93,8 @@ class RLConfig:
         if abs(learner.temperature - r.temperature) > 1e-9:
             raise ConfigError(f"learner.temperature ({learner.temperature}) must equal rollout.temperature "
                               f"({r.temperature}): log-probs are taken at the sampling temperature")
-        if learner.advantage not in ESTIMATORS:
-            raise ConfigError(f"learner.advantage must be one of {', '.join(ESTIMATORS)}, got {learner.advantage!r}")
+        if learner.advantage not in ADVANTAGES:
+            raise ConfigError(f"learner.advantage must be one of {', '.join(ADVANTAGES)}, got {learner.advantage!r}")
         if learner.batch_size < 1 or learner.group_size < 1:
             raise ConfigError(f"learner.batch_size and learner.group_size must be >= 1, got {learner.batch_size}, "
                               f"{learner.group_size}")

@@ -26,6 +26,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from librarian.rl.samples import keep_fresh, policy_samples
 from librarian.rl.task import Scored, Task
 
@@ -109,8 +111,6 @@ def describe(step: int, m: dict[str, float]) -> str:
 def run_steps(session: Any, task: Task, cfg: Any, steps: range, tracker: Any, out: Path,
               norms: bool = False) -> list[dict[str, float]]:
     """Run the steps; every step's metrics (with `step`). `norms`: also log the trainable weights' norm."""
-    from tqdm import tqdm
-
     history: list[dict[str, float]] = []
     feed = RolloutFeed(session, task, ahead=cfg.rollout.asynchronous)
     rows = (out / "trajectories.jsonl").open("a", encoding="utf-8") if cfg.save_trajectories else None
