@@ -11,11 +11,13 @@ a usage or input error (a bad option, key, value, file or YAML), 130 on Ctrl-C.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
 
+from librarian import __version__
 from librarian.pipelines.registry import COMMANDS
 
 
@@ -36,14 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_usage())
         return 0
     if args[0] in {"-V", "--version"}:
-        from librarian import __version__
-
         print(f"librarian {__version__}")
         return 0
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        import difflib
-
         close = difflib.get_close_matches(name, list(COMMANDS), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         print(f"librarian: unknown command '{name}'{hint}; run `librarian --help`", file=sys.stderr)

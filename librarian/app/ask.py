@@ -33,11 +33,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
+from librarian.app.build import _kv
 from librarian.app.corpus import AskItem, InputError, load_questions
 from librarian.app.provenance import provenance_paths
 from librarian.app.workspace_dir import OpenedWorkspace, open_workspace, read_manifest
-from librarian.models.base import BackendError
+from librarian.datasets.scoring import score
+from librarian.models import make_backend
+from librarian.models.base import BackendError, SamplingParams
+from librarian.models.scripted import ScriptedBackend, make_scripted_backend
 from librarian.redact import redact
+from librarian.roles import LoopConfig, ToolContext, ToolEnv, kbgym_reader, librarian_answerer, run_episodes
+from librarian.roles.definitions import jam_researcher
+from librarian.roles.kbgym_passes import forward_task
+from librarian.roles.researcher import ResearchEnv
+from librarian.roles.researcher_tools import JAM_RESEARCHER, finalized
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 from librarian.workspace.text import terminal_safe
 
@@ -91,9 +102,6 @@ def writes_answers(cfg: AskConfig, reader: str) -> bool:
 
 def make_role(reader: str, budget: int | None):
     """The reader role for `--reader`."""
-    from librarian.roles import kbgym_reader, librarian_answerer
-    from librarian.roles.definitions import jam_researcher
-
     if reader == "kbgym":
         return kbgym_reader() if budget is None else kbgym_reader(budget=budget)
     if reader == "librarian":
@@ -105,8 +113,6 @@ def make_role(reader: str, budget: int | None):
 
 def make_reader_backend(cfg: AskConfig, reader: str | None = None):
     """The backend `cfg` names (default: the reader's own)."""
-    from librarian.models import make_backend
-
     name, args = DEFAULT_BACKEND.get(reader or cfg.reader, ("scripted", {}))
     if cfg.backend is not None:
         name, args = cfg.backend, {}
@@ -172,8 +178,6 @@ def tool_call_failure(traj: Any) -> str | None:
 
 def score_record(rec: dict[str, Any], item: AskItem) -> None:
     """The record's F1 against the item's gold answers (when it has any)."""
-    from librarian.datasets.scoring import score
-
     if item.answers:
         rec["gold"] = list(item.answers)
         try:
@@ -185,8 +189,6 @@ def score_record(rec: dict[str, Any], item: AskItem) -> None:
 
 def record(item: AskItem, traj: Any, src: Any, with_trace: bool) -> dict[str, Any]:
     """One question's JSON record: answer, score, files read, provenance, costs (and the trace)."""
-    from librarian.roles.researcher_tools import JAM_RESEARCHER, finalized
-
     read = files_read(src, traj)
     rec: dict[str, Any] = {"id": item.id, "question": item.question, "answer": traj.answer, "end": traj.end,
                            "files_read": read, "nodes_seen": len(traj.nodes_touched), "actions": traj.actions,
@@ -218,8 +220,6 @@ class ModelProgress:
     """A backend that shows each model call on stderr (turns so far, questions still running, time)."""
 
     def __init__(self, backend: Any, label: str) -> None:
-        from tqdm import tqdm
-
         self.backend = backend
         self.bar = tqdm(desc=label, unit="turn", file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
 
@@ -243,8 +243,6 @@ WRITER_PROMPT = ("You answer questions about the user's own notes. Use only the 
 
 def write_answers(writer: Any, records: list[dict[str, Any]], cfg: AskConfig) -> None:
     """A model writes each found record's answer from its passages (records that found nothing keep none)."""
-    from librarian.models.base import SamplingParams
-
     todo = [r for r in records if r.get("found") and r.get("passages")]
     if not todo:
         return
@@ -270,14 +268,6 @@ def answer(opened: OpenedWorkspace, items: Sequence[AskItem], cfg: AskConfig, ba
     `cfg.llm_researcher`), the scripted researcher finds the passages and the
     model writes each answer from them.
     """
-    from tqdm import tqdm
-
-    from librarian.models.base import SamplingParams
-    from librarian.models.scripted import ScriptedBackend, make_scripted_backend
-    from librarian.roles import LoopConfig, ToolContext, ToolEnv, run_episodes
-    from librarian.roles.kbgym_passes import forward_task
-    from librarian.roles.researcher import ResearchEnv
-
     reader = resolve_reader(cfg.reader, opened)
     role = make_role(reader, cfg.budget)
     if reader in ("kbgym", "jam") and opened.index is None:
@@ -413,8 +403,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     """CLI entry."""
-    from librarian.app.build import _kv
-
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     args = parser().parse_args(list(argv))
     started = time.perf_counter()

@@ -15,24 +15,36 @@ across Ray workers with `--workers N` (N > 1).
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import gc
 import json
 import logging
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from tqdm import tqdm
 
 from librarian.app import builders
 from librarian.app.corpus import Corpus, InputError, corpus_kind, load_corpus
+from librarian.app.policy_build import run_policy_build
 from librarian.app.workspace_dir import EXPORT, INDEX, INITIAL, MANIFEST, SNAPSHOT, TRACE
+from librarian.cluster.ray_init import cluster_address, connect
 from librarian.redact import redact
 from librarian.search.embedders import MiniLMEmbedder
+from librarian.search.factory import SearchConfig, make_index
+from librarian.search.sync import IndexSync
 from librarian.workspace import Document, Workspace, WorkspaceError, codec, read_trace, replay, write_trace
 from librarian.workspace.errors import SnapshotFormatError
+from librarian.workspace.folder_io import export_folder
+from librarian.workspace.stats import structure_stats
 
 log = logging.getLogger("librarian.build")
 STATE = "build_state.json"
@@ -55,12 +67,6 @@ class BuildEmbedder(MiniLMEmbedder):
 def release_memory() -> None:
     """Hand freed memory back to the system: what Arrow's allocator keeps after a Parquet write (about 3x the
     text) and, on glibc, the heap a model's activations left (`malloc_trim`)."""
-    import ctypes
-    import ctypes.util
-    import gc
-
-    import pyarrow as pa
-
     gc.collect()
     pa.default_memory_pool().release_unused()
     try:
@@ -104,8 +110,6 @@ def extract(cfg: BuildConfig, docs: Sequence[Document]) -> tuple[builders.KeyTab
     shards = builders.shards_of(pairs, cfg.workers * 2)
     import ray
 
-    from librarian.cluster.ray_init import cluster_address, connect
-
     started_here = not ray.is_initialized()
     scratch = None
     if started_here and cluster_address(cfg.ray_address):  # a cluster is named: join it, pass no resources
@@ -113,7 +117,6 @@ def extract(cfg: BuildConfig, docs: Sequence[Document]) -> tuple[builders.KeyTab
     elif started_here:
         tmp = Path(cfg.ray_temp_dir) if cfg.ray_temp_dir else Path(cfg.out_dir).resolve() / "ray"
         if len(str(tmp)) > 40:  # Ray's socket paths must stay under 107 bytes
-            import tempfile
 
             tmp = scratch = Path(tempfile.mkdtemp(prefix="ray-"))
         tmp.mkdir(parents=True, exist_ok=True)
@@ -128,8 +131,6 @@ def extract(cfg: BuildConfig, docs: Sequence[Document]) -> tuple[builders.KeyTab
         if started_here:
             ray.shutdown()
         if scratch is not None:
-            import shutil
-
             shutil.rmtree(scratch, ignore_errors=True)
     return builders.merge_tables(tables), len(shards)
 
@@ -177,11 +178,6 @@ def apply_planned(ws: Workspace, ops: list, cfg: BuildConfig, out: Path, state: 
 
 def run(cfg: BuildConfig) -> dict:
     """Build; returns the figures written to `results.json`."""
-    from librarian.search.factory import SearchConfig, make_index
-    from librarian.search.sync import IndexSync
-    from librarian.workspace.folder_io import export_folder
-    from librarian.workspace.stats import structure_stats
-
     if cfg.builder not in builders.BUILDERS:
         raise InputError(f"unknown builder {cfg.builder!r}; choose one of {', '.join(builders.BUILDERS)}")
     if cfg.workers < 1 or cfg.checkpoint_every < 1 or cfg.section_chars < 1:
@@ -202,8 +198,6 @@ def run(cfg: BuildConfig) -> dict:
 
     shards, model_calls, tokens, keys = 0, 0, 0, 0
     if cfg.builder == "policy":
-        from librarian.app.policy_build import run_policy_build
-
         cost = run_policy_build(ws, cfg.backend, dict(cfg.backend_args), cfg.budget, int(state.get("actions", 0)))
         model_calls, tokens = cost.model_calls, cost.tokens_generated
         state["actions"] = cost.actions

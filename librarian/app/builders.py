@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from librarian.models.scripted_kbgym import parse_fact
 from librarian.workspace.ops import MAX_LINK_MANY_TARGETS, Add, LinkMany, MakeDir, Op
 
 Shard = list[tuple[str, str]]  # (document id, text)
@@ -115,8 +116,6 @@ def _runs(text: str) -> Iterator[tuple[list[str], int, int]]:
 
 def kbgym_keys(text: str) -> list[tuple[str, str]]:
     """The keys one KBGym fact sentence states: its subject, a related person, and city/job/hobby values."""
-    from librarian.models.scripted_kbgym import parse_fact
-
     keys: list[tuple[str, str]] = []
     for line in text.splitlines():
         fact = parse_fact(line)

@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
+from librarian.datasets.records import corpus_from_table, questions_from_table, to_documents
+from librarian.workspace.folder_io import SECTION_CHARS, scan_folder
 from librarian.workspace.nodes import Document
 
 
@@ -91,8 +95,6 @@ def load_corpus(source: str | Path, fact_prefix: str = "facts", follow_symlinks:
     kind = corpus_kind(source)
     path = Path(source)
     if kind == "folder":
-        from librarian.workspace.folder_io import SECTION_CHARS, scan_folder
-
         scan = scan_folder(path, follow_symlinks=follow_symlinks, section_chars=section_chars or SECTION_CHARS)
         corpus = Corpus(kind, scan.documents, list(scan.skipped), dict(scan.sections))
     else:
@@ -113,9 +115,6 @@ def _documents(kind: str, path: Path, fact_prefix: str) -> list[Document]:
     """The documents of a .jsonl file or a `librarian data` bundle."""
     if kind == "jsonl":
         return documents_from_jsonl(path)
-    import pyarrow.parquet as pq
-
-    from librarian.datasets.records import corpus_from_table, to_documents
 
     folder = path if path.is_dir() else path.parent
     return [d if d.path else Document(d.id, d.text, f"{fact_prefix}/{d.id}", d.origin, d.metadata)
@@ -135,10 +134,6 @@ class AskItem:
 
 
 def _from_bundle(folder: Path, split: str | None) -> list[AskItem]:
-    import pyarrow.parquet as pq
-
-    from librarian.datasets.records import questions_from_table
-
     qs = questions_from_table(pq.read_table(folder / "questions.parquet"))
     if split:
         qs = [q for q in qs if q.split == split]

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from librarian.app.viewer import node_record, render_html, stats_rows, write_atomic
+from librarian.app.workspace_dir import snapshot_path
+from librarian.workspace import SnapshotView
+from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 from librarian.workspace.nodes import Node, NodeSource
 
 
@@ -119,8 +123,6 @@ def diff_text(d: SnapshotDiff, a_name: str, b_name: str, limit: int = 200) -> st
 
 def diff_html(a: NodeSource, b: NodeSource, d: SnapshotDiff, a_name: str, b_name: str) -> str:
     """The viewer of B with every change marked, plus A's removed nodes."""
-    from librarian.app.viewer import node_record, render_html, stats_rows
-
     status = {n.id: ("added", None) for n in d.added}
     status.update({c.id: (c.status, c.describe()) for c in d.changed})
     records = [node_record(b, n, *status.get(n.id, (None, None))) for n in b]
@@ -131,11 +133,6 @@ def diff_html(a: NodeSource, b: NodeSource, d: SnapshotDiff, a_name: str, b_name
 
 def main(argv: Sequence[str]) -> int:
     """CLI entry: `librarian diff A B [--out DIR]`."""
-    from librarian.app.viewer import write_atomic
-    from librarian.app.workspace_dir import snapshot_path
-    from librarian.workspace import SnapshotView
-    from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
-
     p = argparse.ArgumentParser(prog="librarian diff", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("a", help="the earlier snapshot (build folder or .parquet)")

@@ -28,6 +28,7 @@ from librarian.app.corpus import AskItem, InputError
 from librarian.app.service import NotFound, SaveError, ServiceError, WorkspaceService
 from librarian.app.traffic_log import TrafficLog, UnknownRequest
 from librarian.app.workspace_dir import OpenedWorkspace, read_manifest
+from librarian.models import make_backend
 from librarian.online.curation import CurationConfig, Logged, Reasked, Served, held_back
 from librarian.online.workspace import OnlineWorkspace, RoundReport, consumed_questions
 from librarian.roles.backend_judge import BackendJudge, JudgeItem
@@ -83,8 +84,6 @@ class OnlineServer:
 
     def __init__(self, folder: str | Path, service: WorkspaceService, ask_cfg: ask.AskConfig, opts: CurateOptions,
                  embedder: Any = None, curator: Any = None) -> None:
-        from librarian.models import make_backend
-
         self.folder = Path(folder)
         self.service, self.ask_cfg, self.opts = service, ask_cfg, opts
         self.manifest = read_manifest(self.folder)

@@ -17,6 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from librarian.app.corpus import InputError
+from librarian.models import make_backend
+from librarian.models.base import BackendError, SamplingParams
+from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episode
 from librarian.roles.builder_task import build_task
 from librarian.workspace import Workspace
 
@@ -33,15 +37,9 @@ class PolicyCost:
 def run_policy_build(ws: Workspace, backend_name: str, backend_args: dict[str, Any], budget: int,
                      actions_spent: int = 0, max_new_tokens: int = 256) -> PolicyCost:
     """Run the builder role on `ws` (changed in place) with the actions left; returns the cost."""
-    from librarian.models import make_backend
-    from librarian.models.base import SamplingParams
-    from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episode
-
     left = budget - actions_spent
     if left < 1:
         return PolicyCost(actions=actions_spent)
-    from librarian.app.corpus import InputError
-    from librarian.models.base import BackendError
 
     if backend_name == "scripted" and "policy" not in backend_args:
         backend_args = {**backend_args, "policy": "librarian_builder"}

@@ -25,14 +25,26 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from librarian.app.corpus import InputError
+import anyio
+import uvicorn
+
+from librarian.app import ask
+from librarian.app.ask import AskConfig
+from librarian.app.build import _kv
+from librarian.app.corpus import AskItem, InputError
+from librarian.app.online_serve import CurateOptions, OnlineServer
+from librarian.app.serve_http import ENV_TOKEN, HttpGuard, guarded, is_loopback, make_app, token_from_env
+from librarian.app.serve_mcp import http_app, run_stdio
 from librarian.app.service import ServiceError, WorkspaceService
 from librarian.app.workspace_dir import open_workspace
+from librarian.config import ConfigError
+from librarian.datasets.records import METRICS
 from librarian.online.curation import CurationConfig
 from librarian.online.policy import PolicyConfig
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
@@ -40,15 +52,11 @@ from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 
 def make_asker(service: WorkspaceService, reader: str, backend: str | None, backend_args: dict) -> Any:
     """`question -> record` for POST /ask (answers are serialised with the other tools)."""
-    from librarian.app import ask
-
     cfg = ask.AskConfig(reader=reader, backend=backend, backend_args=backend_args)
     ask.make_role(reader, None)
     model = ask.make_reader_backend(cfg)
 
     def asker(question: str) -> dict:
-        from librarian.app.corpus import AskItem
-
         with service._lock:
             opened = service.opened
             try:
@@ -63,8 +71,6 @@ def make_asker(service: WorkspaceService, reader: str, backend: str | None, back
 
 def http_guard(args: argparse.Namespace) -> Any:
     """The `HttpGuard` for the HTTP modes; refuses `--write` on a non-loopback address without a token."""
-    from librarian.app.serve_http import ENV_TOKEN, HttpGuard, is_loopback, token_from_env
-
     token = token_from_env(args.token)
     if args.write and not is_loopback(args.host) and token is None:
         raise InputError(f"--write on {args.host} (not a loopback address) needs a bearer token: set {ENV_TOKEN} "
@@ -79,8 +85,6 @@ def http_guard(args: argparse.Namespace) -> Any:
 
 def bind(host: str, port: int) -> Any:
     """A listening TCP socket on host:port (port 0: a free one, read back with `getsockname`)."""
-    import socket
-
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -141,11 +145,6 @@ def parser() -> argparse.ArgumentParser:
 
 def curate_options(args: argparse.Namespace) -> Any:
     """The `CurateOptions` the --curate flags give (bad values raise `InputError`)."""
-    from librarian.app.build import _kv
-    from librarian.app.online_serve import CurateOptions
-    from librarian.config import ConfigError
-    from librarian.datasets.records import METRICS
-
     if args.write:
         raise InputError("--curate and --write exclude each other: curation writes new versions, never the served one")
     if not Path(args.workspace).is_dir():
@@ -168,9 +167,6 @@ def curate_options(args: argparse.Namespace) -> Any:
 
 def start_curating(args: argparse.Namespace, service: WorkspaceService, opened: Any) -> Any:
     """The `OnlineServer` of `--curate`, its thread started."""
-    from librarian.app.ask import AskConfig
-    from librarian.app.online_serve import OnlineServer
-
     if opened.index is None:
         raise InputError(f"{args.workspace} has no saved search index; --curate needs one (rebuild with librarian build)")
     server = OnlineServer(args.workspace, service, AskConfig(reader=args.reader, backend=args.backend),
@@ -207,10 +203,6 @@ def _serve(args: argparse.Namespace, http: bool, guard: Any, service: WorkspaceS
            online: Any) -> int:
     extra = online.mcp_tools() if online is not None else None
     if http:
-        import uvicorn
-
-        from librarian.app.serve_http import guarded, make_app
-
         if args.api:
             can_ask = opened.index is not None or args.reader == "librarian"
             if online is not None:
@@ -218,8 +210,6 @@ def _serve(args: argparse.Namespace, http: bool, guard: Any, service: WorkspaceS
             else:
                 app = make_app(service, make_asker(service, args.reader, args.backend, {}) if can_ask else None, guard)
         else:
-            from librarian.app.serve_mcp import http_app
-
             app = guarded(http_app(service, args.host, extra), guard)
         try:
             sock = bind(args.host, args.port)  # bound here, so that --port 0 can say which port it got
@@ -235,9 +225,6 @@ def _serve(args: argparse.Namespace, http: bool, guard: Any, service: WorkspaceS
               file=sys.stderr, flush=True)
         uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
         return 0
-    import anyio
-
-    from librarian.app.serve_mcp import run_stdio
 
     anyio.run(run_stdio, service, extra)
     return 0

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server
+from mcp.server.stdio import stdio_server
 
 from librarian.app.service import APPLY_SCHEMA, TOOL_SCHEMAS, ServiceError, WorkspaceService
 
@@ -32,8 +34,6 @@ def tool_list(service: WorkspaceService, extra: ExtraTools | None = None) -> lis
 
 def make_server(service: WorkspaceService, name: str = "librarian-workspace", extra: ExtraTools | None = None) -> Server:
     """An MCP server over `service` (plus the `extra` tools)."""
-    import anyio
-
     extra = extra or {}
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
@@ -57,8 +57,6 @@ def make_server(service: WorkspaceService, name: str = "librarian-workspace", ex
 
 async def run_stdio(service: WorkspaceService, extra: ExtraTools | None = None) -> None:
     """Serve over this process's stdin/stdout until the client disconnects."""
-    from mcp.server.stdio import stdio_server
-
     server = make_server(service, extra=extra)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -16,7 +16,10 @@ from typing import Any
 
 from librarian.app.provenance import provenance_paths
 from librarian.app.workspace_dir import OpenedWorkspace
-from librarian.workspace import views
+from librarian.search.errors import SearchError
+from librarian.search.paging import search_page
+from librarian.search.sync import IndexSync
+from librarian.workspace import codec, views, write_trace
 from librarian.workspace.errors import WorkspaceError
 from librarian.workspace.text import terminal_safe
 
@@ -83,8 +86,6 @@ class WorkspaceService:
         if self.write and not self.opened.writable:
             raise ServiceError("write mode needs the workspace opened writable (open_workspace(..., writable=True))")
         if self.write and self.opened.index is not None:
-            from librarian.search.sync import IndexSync
-
             self._sync = IndexSync(self.opened.index, self.opened.source, 0)
 
     @property
@@ -136,9 +137,6 @@ class WorkspaceService:
         return out
 
     def search(self, query: str, page: int = 1) -> dict[str, Any]:
-        from librarian.search.errors import SearchError
-        from librarian.search.paging import search_page
-
         opened, lock, _ = self._state
         if opened.index is None:
             raise ServiceError("search is not available: this workspace has no saved search index")
@@ -157,7 +155,6 @@ class WorkspaceService:
     def apply(self, op: dict[str, Any]) -> dict[str, Any]:
         if not self.write:
             raise ServiceError("this workspace is served read-only; start `librarian serve` with --write to edit")
-        from librarian.workspace import codec, write_trace
 
         with self._lock:
             ws = self.src

@@ -19,11 +19,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import jinja2
+from markupsafe import Markup
+
 from librarian.app.provenance import provenance_paths
 from librarian.app.viewer_assets import CSS, JS
+from librarian.app.workspace_dir import snapshot_path
 from librarian.workspace import SnapshotView
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 from librarian.workspace.nodes import Node, NodeSource
+from librarian.workspace.stats import structure_stats
 
 MAX_TEXT = 20_000
 
@@ -46,8 +51,6 @@ def node_record(src: NodeSource, node: Node, status: str | None = None, change: 
 
 def stats_rows(src: NodeSource) -> list[tuple[str, str]]:
     """Structure statistics as (label, value) rows."""
-    from librarian.workspace.stats import structure_stats
-
     s = structure_stats(src)
     return [
         ("active nodes", str(s.active_nodes)), ("raw documents", str(s.raw)), ("synthetic files", str(s.synthetic)),
@@ -62,8 +65,6 @@ def stats_rows(src: NodeSource) -> list[tuple[str, str]]:
 
 @functools.cache
 def _template() -> Any:
-    import jinja2
-
     env = jinja2.Environment(loader=jinja2.PackageLoader("librarian.app", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined)
     env.policies["json.dumps_kwargs"] = {"ensure_ascii": False, "separators": (",", ":")}
@@ -73,8 +74,6 @@ def _template() -> Any:
 def render_html(title: str, subtitle: str, records: Iterable[dict[str, Any]], rows: list[tuple[str, str]],
                 diff: dict[str, Any] | None = None) -> str:
     """The viewer page with `records` embedded."""
-    from markupsafe import Markup
-
     data = {"title": title, "subtitle": subtitle, "nodes": list(records), "stats_rows": rows, "diff": diff}
     return _template().render(title=title, data=data, css=Markup(CSS), js=Markup(JS))  # the assets are ours
 
@@ -97,9 +96,6 @@ def write_atomic(path: Path, text: str) -> Path:
 
 def main(argv: Sequence[str]) -> int:
     """CLI entry: `librarian view SNAPSHOT [--out DIR]`."""
-    from librarian.app.workspace_dir import snapshot_path
-    from librarian.workspace.stats import structure_stats
-
     p = argparse.ArgumentParser(prog="librarian view", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("snapshot", help="a build folder or a snapshot .parquet")

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from librarian.online.versions import VersionStore
+from librarian.search.embedded import EmbeddedIndex
+from librarian.search.embedders import make_embedder
 from librarian.workspace import SnapshotView, Workspace, codec
 from librarian.workspace.errors import WorkspaceError
 
@@ -109,9 +111,6 @@ def open_workspace(target: str | Path, writable: bool = False, with_index: bool 
     index = None
     index_dir = snap.parent / INDEX if version else index_folder(snap.parent, manifest)
     if with_index and (index_dir / "manifest.json").is_file():
-        from librarian.search.embedded import EmbeddedIndex
-        from librarian.search.embedders import make_embedder
-
         name = embedder if embedder is not None else manifest.get("search", {}).get("embedder", "none")
         dim = manifest.get("search", {}).get("hashing_dim", 64)
         index = EmbeddedIndex.load(index_dir, make_embedder(name, dim))

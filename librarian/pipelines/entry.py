@@ -10,7 +10,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from librarian.config import ConfigError, load_config
+from omegaconf import OmegaConf
+
+from librarian.config import ConfigError, describe, load_config, to_plain
+from librarian.datasets.records import DatasetError
+from librarian.pipelines.keys_help import GLOSSARY
+from librarian.redact import redact
 
 
 def config_keys(config: dict, prefix: str = "") -> list[str]:
@@ -23,13 +28,9 @@ def config_keys(config: dict, prefix: str = "") -> list[str]:
 
 def write_resolved_config(cfg: Any, out_dir: str | Path) -> Path:
     """`out_dir/config.yaml`: the resolved config the run used, credentials masked (the folder is created)."""
-    from omegaconf import OmegaConf
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.yaml"
-    from librarian.config import to_plain
-    from librarian.redact import redact
 
     path.write_text(OmegaConf.to_yaml(OmegaConf.create(redact(to_plain(cfg)))), encoding="utf-8")
     return path
@@ -44,9 +45,6 @@ def _shown(value: Any) -> str:
 
 def help_text(name: str, doc: str | None, schema: type) -> str:
     """`librarian NAME --help`: the pipeline's description, the flags, then every key with default and meaning."""
-    from librarian.config import describe
-    from librarian.pipelines.keys_help import GLOSSARY
-
     docs = describe(schema, GLOSSARY)
     lines = [(doc or "").strip(), "",
              f"usage: librarian {name} [--config FILE ...] [--out DIR] [--print-config] [key=value ...]", "",
@@ -64,11 +62,6 @@ def help_text(name: str, doc: str | None, schema: type) -> str:
 
 def print_config(cfg: Any) -> None:
     """The resolved config as YAML on stdout, credentials masked."""
-    from omegaconf import OmegaConf
-
-    from librarian.config import to_plain
-    from librarian.redact import redact
-
     print(OmegaConf.to_yaml(redact(to_plain(cfg))), end="")
 
 
@@ -99,7 +92,6 @@ def pipeline_main(name: str, doc: str | None, schema: type, run: Callable[[Any],
         print_config(cfg)
         return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from librarian.datasets.records import DatasetError
 
     try:
         results = run(cfg)

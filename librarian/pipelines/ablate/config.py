@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import OmegaConf
 
 from librarian.cluster.topology import RayConfig
 from librarian.config import ConfigError, load_config
@@ -246,8 +247,6 @@ def plan(cfg: AblateConfig) -> list[Cell]:
 
 # --- pipeline configs -----------------------------------------------------------------------------------------
 def _has(schema: type, dotted: str) -> bool:
-    from omegaconf import OmegaConf
-
     try:
         return OmegaConf.select(OmegaConf.structured(schema), dotted, throw_on_missing=False,
                                 default="__absent__") != "__absent__"

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from librarian.evaluation.metrics.bootstrap import bootstrap_ci
 from librarian.pipelines.ablate.cells import cell_tags
 
 
@@ -32,8 +33,6 @@ def metric_names(cells: Sequence[Mapping[str, Any]], paths: Sequence[str]) -> li
 def groups(cells: Sequence[Mapping[str, Any]], names: Sequence[str], n_boot: int = 2000, seed: int = 0
            ) -> list[dict[str, Any]]:
     """Seed groups (two or more cells with metrics sharing a `group`): mean and bootstrap CI over the seeds."""
-    from librarian.evaluation.metrics.bootstrap import bootstrap_ci
-
     by: dict[str, list[Mapping[str, Any]]] = {}
     for c in cells:
         if c.get("metrics"):

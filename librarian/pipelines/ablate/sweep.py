@@ -33,6 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from librarian.cluster import topology
+from librarian.cluster import tune_sweep as ts
+from librarian.cluster.ray_init import cluster_address
+from librarian.cluster.tune_sweep import DONE_KEY
 from librarian.config import ConfigError, to_plain, write_config
 from librarian.pipelines.ablate import config as ac
 from librarian.pipelines.ablate import report as rep
@@ -40,9 +44,11 @@ from librarian.pipelines.ablate import search as srch
 from librarian.pipelines.ablate.cells import cell_metrics
 from librarian.pipelines.ablate.config import AblateConfig, Cell, load
 from librarian.pipelines.ablate.search import trial_cell
+from librarian.pipelines.ablate.trial import TrialPlan, cell_config, run_trial
 from librarian.pipelines.entry import pipeline_main
 from librarian.pipelines.registry import pipeline
 from librarian.redact import redact
+from librarian.tracking import Tracker
 
 log = logging.getLogger("librarian.ablate")
 STATUSES = ("finished", "failed", "early_stopped")
@@ -84,8 +90,6 @@ def resumable(experiment: Path, plan_path: Path, plan: dict[str, Any], rerun: bo
 def cell_records(cfg: AblateConfig, cells: list[Cell], grid: Any, attempts: list[dict], session: str,
                  out: Path) -> list[dict[str, Any]]:
     """One record per trial, in plan order: status, attempts, errors, metrics; finished cells' results saved."""
-    from librarian.cluster.tune_sweep import DONE_KEY
-
     order = {c.name: i for i, c in enumerate(cells)}
     records = []
     for result in grid:
@@ -125,12 +129,6 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
     """Run the sweep; returns the figures also written to results.json."""
     import ray
     from ray import tune
-
-    from librarian.cluster import topology
-    from librarian.cluster import tune_sweep as ts
-    from librarian.cluster.ray_init import cluster_address
-    from librarian.pipelines.ablate.trial import TrialPlan, cell_config, run_trial  # Ray Tune: not for --help
-    from librarian.tracking import Tracker
 
     ac.check(cfg)
     started = time.perf_counter()

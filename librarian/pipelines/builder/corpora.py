@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from librarian.cluster.builder_hints import HintReference
+from librarian.datasets import to_documents
+from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 
 
 @dataclass
@@ -81,8 +83,6 @@ def make_corpora(kbgym: Any, count: int, questions: int, docs: int, splits: tupl
     Questions have between `min_support` and `max_support` supporting facts
     and, when `question_kinds` is given, one of those templates or classes.
     """
-    from librarian.datasets import to_documents
-
     kinds = tuple(question_kinds or ())
     all_docs = {d.id: replace(d, path=doc_path(d.id, d.text, path_style)) for d in to_documents(kbgym.corpus)}
     by_title: dict[str, list[str]] = {}
@@ -136,8 +136,6 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
     (`universe_corpora`), so that steps with `train_corpora` >= steps x
     batch_size never revisit a corpus.
     """
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-
     sizes = split_sizes(data)
     kbgym = build_kbgym(people=data.people, seed=data.seed, sizes=SplitSizes(**sizes))
     common: dict[str, Any] = dict(
@@ -172,8 +170,6 @@ def universe_corpora(data: Any, seeds: list[int] | tuple[int, ...], count: int, 
     suffixed `@<tag><seed>`): all of each universe's questions before the next, or with `interleave` one
     corpus of each universe in turn (so consecutive steps train on different universes). `key` names the config
     field that lists the seeds, for errors."""
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-
     sizes = split_sizes(data)
     kinds = tuple(getattr(data, "question_kinds", None) or ())
     splits = ("train", *EXAM_SPLITS)

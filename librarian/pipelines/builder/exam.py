@@ -22,6 +22,7 @@ from typing import Any
 
 from librarian.cluster.builder_jobs import BuildJob
 from librarian.evaluation.exam import compare, summarize
+from librarian.evaluation.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
 from librarian.rewards.probe_exam import snapshot_key
 from librarian.roles.probing_env import snapshot
 from librarian.workspace import Workspace
@@ -89,8 +90,6 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
 
 def utility_figures(per_question: dict[str, list[float]], n_boot: int, seed: int) -> dict[str, Any]:
     """Mean exam utility per store with a bootstrap CI, and paired bootstrap CIs of the differences in `PAIRS`."""
-    from librarian.evaluation.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
-
     utilities = {}
     for name, values in per_question.items():
         ci = bootstrap_ci(values, n_boot=n_boot, seed=seed)

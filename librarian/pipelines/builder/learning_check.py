@@ -22,6 +22,11 @@ from typing import Any
 
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
+from librarian.learner import Learner, LearnerConfig, group_samples
+from librarian.learner.config import LoraConfig, LossConfig
+from librarian.rewards.construction import RewardConfig
+from librarian.rl.samples import nonzero_group_fraction, valid_call_rate
+from librarian.workspace import Document
 
 
 @dataclass
@@ -54,12 +59,6 @@ def terminal_rewards(score: float, turns_with_tokens: int) -> list[float]:
 
 def run_learning_check(backend: Any, check: LearningCheck) -> dict[str, Any]:
     """Train `backend`'s model in place; returns `reward_per_step`, `valid_call_rate`, `nonzero_advantage_fraction`."""
-    from librarian.learner import Learner, LearnerConfig, group_samples
-    from librarian.learner.config import LoraConfig, LossConfig
-    from librarian.rewards.construction import RewardConfig
-    from librarian.rl.samples import nonzero_group_fraction, valid_call_rate
-    from librarian.workspace import Document
-
     docs = [Document(f"d{i}", f"Fact {i}: person {i} lives in town {i % 3}.", path=f"facts/d{i}") for i in range(6)]
     spec = BuilderRolloutConfig(backend="hf", options={}, budget=check.turns, max_new_tokens=check.max_new_tokens,
                                 constrained=True, content_executor="extractive")

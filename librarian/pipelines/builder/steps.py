@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from librarian.cluster.builder_jobs import BuildJob
+from librarian.learner.sft import verified_samples
 from librarian.pipelines.builder.corpora import Corpus
 from librarian.rewards.construction import ProbeService, RolloutRewards, fold_tokenless, step_rewards
 from librarian.rl.samples import valid_call_rate
@@ -112,8 +113,6 @@ def sft_verified(end: str, gain: float, min_gain: float) -> bool:
 def teacher_samples(cfg: Any, session: Any, task: BuilderTask, corpora: Sequence[Corpus]) -> tuple[list, dict[str, Any]]:
     """The scripted builder's builds of `corpora` (`corpora.teacher_corpora`; tokenized by the policy's
     tokenizer), the verified ones' SFT samples, and what was kept."""
-    from librarian.learner.sft import verified_samples
-
     jobs = [BuildJob(f"sft-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed, greedy=True,
                      teacher=cfg.sft.teacher, budget=cfg.sft.budget) for c in corpora]
     records = [r for recs in session.rollouts.run(jobs).values() for r in recs]

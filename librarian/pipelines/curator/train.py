@@ -37,14 +37,21 @@ from typing import Any
 from tqdm import tqdm
 
 from librarian.config import ConfigError
+from librarian.datasets import flat_documents
 from librarian.datasets.records import DatasetError
 from librarian.datasets.splits import take_balanced
+from librarian.evaluation.metrics.coverage import coverage_readings
 from librarian.online.policy import PolicyConfig, loop_config, make_policy
 from librarian.pipelines import scaffold
 from librarian.pipelines.curator.exams import as_rows, compare, freeze, per_class, run_exam, summarize
 from librarian.pipelines.curator.report import plot_learning_curve, results_table, template_table
 from librarian.pipelines.entry import pipeline_main
-from librarian.search.factory import SearchConfig
+from librarian.rewards.scoring import score_answer
+from librarian.roles import ToolContext, ToolEnv, kbgym_curator, kbgym_reader, run_episode
+from librarian.roles.kbgym_passes import backward_task, forward_task, outcome
+from librarian.search.factory import SearchConfig, make_index
+from librarian.search.sync import IndexSync
+from librarian.workspace import NearDuplicateGuard, Workspace, codec, write_trace
 
 log = logging.getLogger("librarian.train_curator")
 EXAM_SPLITS = ("trained", "test_in", "test_out", "eval")
@@ -98,15 +105,6 @@ def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
 
 def train(cfg: TrainCuratorConfig) -> dict[str, Any]:
     """Train a store on the train split and examine it; returns the figures also written to results.json."""
-    from librarian.datasets import flat_documents
-    from librarian.evaluation.metrics.coverage import coverage_readings
-    from librarian.rewards.scoring import score_answer
-    from librarian.roles import ToolContext, ToolEnv, kbgym_curator, kbgym_reader, run_episode
-    from librarian.roles.kbgym_passes import backward_task, forward_task, outcome
-    from librarian.search.factory import make_index
-    from librarian.search.sync import IndexSync
-    from librarian.workspace import NearDuplicateGuard, Workspace, codec, write_trace
-
     out, started = scaffold.start(cfg, _check)
     traj_file = (out / "trajectories.jsonl").open("w", encoding="utf-8") if cfg.save_trajectories else None
 

@@ -31,11 +31,23 @@ from pathlib import Path
 from tqdm import tqdm
 
 from librarian.config import to_plain
-from librarian.pipelines.demo.jam import JamDemoConfig
+from librarian.datasets import flat_documents
+from librarian.datasets.kbgym.build import build_kbgym
+from librarian.models import make_backend
+from librarian.pipelines.demo.jam import JamDemoConfig, run_jam_demo
+from librarian.pipelines.demo.rl import demo_config, run_rl_demo
 from librarian.pipelines.demo.summary import demo_summary
+from librarian.pipelines.entry import pipeline_main
 from librarian.redact import redact
+from librarian.roles import ToolContext, ToolEnv, kbgym_curator, run_episode
+from librarian.roles.kbgym_passes import curation_task
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
+from librarian.tracking import Tracker
+from librarian.workspace import Workspace, codec, read_trace, replay, views, write_trace
+from librarian.workspace.growth import store_growth
+from librarian.workspace.invariants import invariant_violations
+from librarian.workspace.stats import structure_stats
 
 log = logging.getLogger("librarian.demo")
 COVERAGE = ("the share of the facts an index document links to directly (one hop), or through one more document "
@@ -63,16 +75,6 @@ class DemoConfig:
 
 def run(cfg: DemoConfig) -> dict:
     """Run the demo; returns the figures also written to `results.json`."""
-    from librarian.datasets import flat_documents
-    from librarian.datasets.kbgym.build import build_kbgym
-    from librarian.models import make_backend
-    from librarian.roles import ToolContext, ToolEnv, kbgym_curator, run_episode
-    from librarian.roles.kbgym_passes import curation_task
-    from librarian.workspace import Workspace, codec, read_trace, replay, views, write_trace
-    from librarian.workspace.growth import store_growth
-    from librarian.workspace.invariants import invariant_violations
-    from librarian.workspace.stats import structure_stats
-
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -183,15 +185,11 @@ def plot_store_growth(series: list, path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian demo [--config FILE] [--out DIR] [key=value ...]`."""
-    from librarian.pipelines.entry import pipeline_main
-
     return pipeline_main("demo", __doc__, DemoConfig, run_all, argv)
 
 
 def run_all(cfg: DemoConfig) -> dict:
     """Every part the config turns on, in one MLflow run; returns the merged results."""
-    from librarian.tracking import Tracker
-
     started = time.perf_counter()
     with Tracker(cfg.experiment, cfg.out_dir, cfg.tracking_uri or None, pipeline="demo") as tracker:
         tracker.log_config(cfg)
@@ -210,8 +208,6 @@ def run_all(cfg: DemoConfig) -> dict:
 
 def run_jam_part(cfg: DemoConfig, results: dict) -> dict:
     """Part 2: JAM memory into `out_dir/jam`; its headline figures join `out_dir/results.json`."""
-    from librarian.pipelines.demo.jam import run_jam_demo
-
     jam = run_jam_demo(cfg.memory, Path(cfg.out_dir) / "jam")
     merged = {**results, "jam": {k: v for k, v in jam.items() if k != "arms"}}
     (Path(cfg.out_dir) / "results.json").write_text(json.dumps(merged, indent=2, default=str) + "\n", encoding="utf-8")
@@ -223,8 +219,6 @@ def run_rl_part(cfg: DemoConfig, curation: dict, started: float) -> dict:
 
     Merges its figures (`grpo_steps`, `rows`, `wall_s`) into `out_dir/results.json`.
     """
-    from librarian.pipelines.demo.rl import demo_config, run_rl_demo
-
     rl = run_rl_demo(demo_config(str(Path(cfg.out_dir) / "rl"), dict(cfg.rl_overrides)))
     merged = {**curation, "grpo_steps": rl["grpo_steps"], "rows": rl["rows_brief"], "wall_s": time.perf_counter() - started,
               "rl": {k: v for k, v in rl.items() if k not in ("history", "rows_brief")}}

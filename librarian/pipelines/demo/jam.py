@@ -20,6 +20,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from librarian.datasets.memorygym import MemoryGymConfig
+from librarian.evaluation.memory_eval import ResearcherEvalConfig, evaluate_researcher
+from librarian.evaluation.memory_report import arm_findings, arms_markdown, arms_table, plot_arms
+from librarian.evaluation.memory_tasks import memorygym_task
+from librarian.models import make_backend
+from librarian.roles.memorizer import Memorizer
+from librarian.workspace import views
+
 log = logging.getLogger("librarian.demo")
 
 
@@ -36,14 +44,6 @@ class JamDemoConfig:
 
 def run_jam_demo(cfg: JamDemoConfig, out_dir: str | Path) -> dict[str, Any]:
     """Memorize, append a session, evaluate the arms; returns the figures written to `results.json`."""
-    from librarian.datasets.memorygym import MemoryGymConfig
-    from librarian.evaluation.memory_eval import ResearcherEvalConfig, evaluate_researcher
-    from librarian.evaluation.memory_report import arm_findings, arms_markdown, arms_table, plot_arms
-    from librarian.evaluation.memory_tasks import memorygym_task
-    from librarian.models import make_backend
-    from librarian.roles.memorizer import Memorizer
-    from librarian.workspace import views
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     task = memorygym_task(MemoryGymConfig(speakers=cfg.speakers, sessions=cfg.sessions, seed=cfg.seed))

@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.builder.train import run
 
 log = logging.getLogger("librarian.demo")
 
@@ -54,8 +55,6 @@ def demo_config(out_dir: str | None = None, overrides: dict[str, Any] | None = N
 
 def run_rl_demo(cfg: TrainBuilderConfig | None = None) -> dict[str, Any]:
     """Train and examine the builder with the demo preset (or `cfg`); returns the results.json figures."""
-    from librarian.pipelines.builder.train import run
-
     cfg = cfg or demo_config()
     started = time.perf_counter()
     log.info("RL demo: SmolLM2 builder, %d GRPO steps on local Ray -> %s", cfg.steps, cfg.out_dir)

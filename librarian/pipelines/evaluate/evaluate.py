@@ -35,16 +35,26 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from librarian.cluster import ProbePool
 from librarian.config import ConfigError, to_plain
+from librarian.datasets import flat_documents
+from librarian.datasets.kbgym.build import SPLITS
+from librarian.datasets.kbgym.gradient import gradient_groups
 from librarian.datasets.records import DatasetError
 from librarian.datasets.splits import take_balanced
+from librarian.evaluation.baselines import BASELINES, build_baseline
+from librarian.evaluation.baselines.common import written_tokens
 from librarian.evaluation.exam import compare, summarize
+from librarian.evaluation.metrics.coverage import coverage_readings
+from librarian.evaluation.report import markdown_table, plot_all, write_report
 from librarian.online.policy import PolicyConfig
 from librarian.pipelines import scaffold
 from librarian.pipelines.curator.train import TrainCuratorConfig
 from librarian.pipelines.curator.train import run as train_curator
 from librarian.pipelines.entry import pipeline_main
 from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
+from librarian.workspace import Workspace, codec, read_trace
+from librarian.workspace.stats import structure_stats
 
 log = logging.getLogger("librarian.evaluate")
 BASELINE_STORES = ("flat", "graphrag", "hipporag", "raptor", "autocompaction", "untrained_builder")
@@ -88,9 +98,6 @@ class EvaluateConfig(scaffold.DataRunConfig):
 
 
 def _check(cfg: EvaluateConfig) -> None:
-    from librarian.datasets.kbgym.build import SPLITS
-    from librarian.evaluation.baselines import BASELINES
-
     try:
         cfg.data.check()
     except DatasetError as exc:
@@ -157,8 +164,6 @@ def exam_readers(cfg: EvaluateConfig, flat_data: bytes, questions: list, group_q
 
 
 def _load_snapshot(target: str) -> Any:
-    from librarian.workspace import Workspace, codec
-
     path = Path(target)
     snap = path / "snapshot.parquet" if path.is_dir() else path
     if not snap.is_file():
@@ -168,9 +173,6 @@ def _load_snapshot(target: str) -> Any:
 
 def _curated(cfg: EvaluateConfig, out: Path) -> tuple[Any, int, dict]:
     """The scripted-curator-trained store: (workspace, construction tokens, info)."""
-    from librarian.evaluation.baselines.common import written_tokens
-    from librarian.workspace import read_trace
-
     if cfg.curated.snapshot:
         ws = _load_snapshot(cfg.curated.snapshot)
         trace = Path(cfg.curated.snapshot) / "trace.parquet"
@@ -197,8 +199,6 @@ def _curated(cfg: EvaluateConfig, out: Path) -> tuple[Any, int, dict]:
 
 def build_stores(cfg: EvaluateConfig, flat_ws: Any, out: Path) -> dict[str, dict[str, Any]]:
     """name -> {workspace, ops, construction_tokens, info}, in the order the table shows them."""
-    from librarian.evaluation.baselines import build_baseline
-
     stores: dict[str, dict[str, Any]] = {}
     for name in cfg.stores:
         t0 = time.perf_counter()
@@ -236,13 +236,6 @@ def run(cfg: EvaluateConfig) -> dict[str, Any]:
 
 def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
     """Build, examine and compare the stores; returns what results.json holds."""
-    from librarian.datasets import flat_documents
-    from librarian.datasets.kbgym.gradient import gradient_groups
-    from librarian.evaluation.metrics.coverage import coverage_readings
-    from librarian.evaluation.report import markdown_table, plot_all, write_report
-    from librarian.workspace import Workspace, codec
-    from librarian.workspace.stats import structure_stats
-
     out, started = scaffold.start(cfg, _check)
     source = scaffold.load_data(cfg, out, cfg.splits)
     log.info("1/5 %s -> the flat store", source.describe())
@@ -262,8 +255,6 @@ def evaluate(cfg: EvaluateConfig) -> dict[str, Any]:
              len(group_qs), f"{cfg.workers} Ray probe workers" if cfg.workers else "the plain loop")
     pool = None
     if cfg.workers > 0:
-        from librarian.cluster import ProbePool
-
         pool = ProbePool(cfg.reader, workers=cfg.workers, chunk=cfg.chunk)
     exams: dict[str, list] = {}
     grad_exams: dict[str, list] = {}

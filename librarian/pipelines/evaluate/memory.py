@@ -26,9 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from librarian.config import ConfigError, to_plain
-from librarian.pipelines.entry import write_resolved_config
+from librarian.datasets.memorygym import MemoryGymConfig
+from librarian.evaluation.memory_eval import evaluate_researcher
+from librarian.evaluation.memory_report import arm_findings, arms_markdown, plot_arms
+from librarian.evaluation.memory_tasks import load_memory_tasks, memorygym_task
+from librarian.models import make_backend
+from librarian.pipelines.entry import pipeline_main, write_resolved_config
 from librarian.pipelines.researcher.config import ArmsEvalSection
+from librarian.pipelines.researcher.report import write_atomic
 from librarian.redact import redact
+from librarian.tracking import Tracker
 
 log = logging.getLogger("librarian.evaluate_memory")
 KINDS = ("memorygym", "locomo", "longmemeval", "hotpotqa", "narrativeqa")
@@ -83,9 +90,6 @@ def check(cfg: EvaluateMemoryConfig) -> None:
 
 def load_tasks(cfg: EvaluateMemoryConfig) -> list:
     """The memory tasks the config names (generated or loaded), capped by `max_tasks`."""
-    from librarian.datasets.memorygym import MemoryGymConfig
-    from librarian.evaluation.memory_tasks import load_memory_tasks, memorygym_task
-
     split = cfg.split or None
     if cfg.kind == "memorygym" and not cfg.path:
         g = cfg.memorygym
@@ -97,12 +101,6 @@ def load_tasks(cfg: EvaluateMemoryConfig) -> list:
 
 def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
     """Evaluate; returns the figures also written to results.json."""
-    from librarian.evaluation.memory_eval import evaluate_researcher
-    from librarian.evaluation.memory_report import arm_findings, arms_markdown, plot_arms
-    from librarian.models import make_backend
-    from librarian.pipelines.researcher.report import write_atomic
-    from librarian.tracking import Tracker
-
     check(cfg)
     started = time.perf_counter()
     out = Path(cfg.out_dir)
@@ -148,6 +146,4 @@ def run(cfg: EvaluateMemoryConfig) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     """CLI entry: `librarian evaluate_memory [--config FILE] [key=value ...]`."""
-    from librarian.pipelines.entry import pipeline_main
-
     return pipeline_main("evaluate_memory", __doc__, EvaluateMemoryConfig, run, argv, check=check)

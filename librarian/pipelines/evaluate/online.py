@@ -36,7 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from librarian.config import ConfigError
+from librarian.datasets import flat_documents
 from librarian.datasets.records import Question
+from librarian.datasets.splits import take_balanced
 from librarian.online.curation import Logged, Reask, Reasked, Served, held_back
 from librarian.online.policy import loop_config, make_policy
 from librarian.online.workspace import OnlineWorkspace
@@ -44,16 +46,18 @@ from librarian.pipelines import scaffold
 from librarian.pipelines.entry import pipeline_main
 from librarian.pipelines.evaluate.online_config import EvaluateOnlineConfig, check
 from librarian.pipelines.evaluate.online_report import compare, crossover, plot, windows
+from librarian.rewards.scoring import score_answer
+from librarian.roles import ToolContext, ToolEnv, kbgym_reader, run_episodes
+from librarian.roles.kbgym_passes import forward_task
+from librarian.search.factory import make_index
+from librarian.search.sync import IndexSync
+from librarian.workspace import Workspace, codec, write_trace
 
 log = logging.getLogger("librarian.evaluate_online")
 
 
 def write_flat_build(docs: Sequence[Any], folder: Path, search: Any) -> str:
     """The flat store as a build folder (version 0); returns its snapshot hash."""
-    from librarian.search.factory import make_index
-    from librarian.search.sync import IndexSync
-    from librarian.workspace import Workspace, codec, write_trace
-
     if folder.exists():
         shutil.rmtree(folder)  # this run's own output: a fresh stream starts from version 0
     folder.mkdir(parents=True)
@@ -76,8 +80,6 @@ class Reader:
     """The served reader: a role and a backend answering questions on one version."""
 
     def __init__(self, cfg: EvaluateOnlineConfig, scripted: str) -> None:
-        from librarian.roles import kbgym_reader
-
         self.role = kbgym_reader(budget=cfg.reader_budget,
                                  memory_window=None if cfg.reader_memory < 0 else cfg.reader_memory)
         self.backend = make_policy(cfg.reader, scripted)
@@ -86,9 +88,6 @@ class Reader:
 
     def answer(self, served: Served, questions: Sequence[str]) -> list[Any]:
         """One trajectory per question, all on `served`."""
-        from librarian.roles import ToolContext, ToolEnv, run_episodes
-        from librarian.roles.kbgym_passes import forward_task
-
         ctx = ToolContext(served.workspace, served.index, None, search_mode=self.mode)
         out: list[Any] = []
         with served.lock:
@@ -107,8 +106,6 @@ class Reader:
 
 def stream_of(data: Any, cfg: EvaluateOnlineConfig) -> tuple[list[Question], list[Question]]:
     """The stream (shuffled with `seed` unless `shuffle` is off) and the held-out questions."""
-    from librarian.datasets.splits import take_balanced
-
     stream = [q for s in cfg.stream_splits for q in data.split(s)]
     if cfg.shuffle:
         random.Random(cfg.seed).shuffle(stream)
@@ -138,9 +135,6 @@ def run(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
 
 def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     """The prequential run (see the module docstring); returns the figures written to results.json."""
-    from librarian.datasets import flat_documents
-    from librarian.rewards.scoring import score_answer
-
     out, started = scaffold.start(cfg, check)
     data = scaffold.load_data(cfg, out)
     stream, heldout = stream_of(data, cfg)

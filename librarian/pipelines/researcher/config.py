@@ -18,7 +18,9 @@ from typing import Any
 
 from librarian.cluster.researcher_jobs import ResearcherRolloutConfig, ResearchSearchConfig
 from librarian.config import ConfigError
+from librarian.evaluation.memory_eval import ResearcherEvalConfig
 from librarian.learner.config import LearnerConfig, LossConfig
+from librarian.models.scripted_researcher import ScriptedResearcher
 from librarian.rl.config import RLConfig, SFTConfig
 
 
@@ -91,9 +93,6 @@ class ArmsEvalSection:
 
     def to_eval_config(self) -> Any:
         """The `ResearcherEvalConfig`; a bad value raises `ConfigError` naming it."""
-        from librarian.config import ConfigError
-        from librarian.evaluation.memory_eval import ResearcherEvalConfig
-
         try:
             return ResearcherEvalConfig(arms=tuple(self.arms), budget=self.budget,
                                         max_calls_per_turn=self.max_calls_per_turn, embedder=self.embedder,
@@ -144,8 +143,6 @@ class TrainResearcherConfig(RLConfig):
             raise ConfigError(f"data.test_fraction must be in (0, 1): the evaluation needs test questions, "
                               f"got {d.test_fraction}")
         if self.sft.enabled and self.sft.teacher == "jam_researcher":
-            from librarian.models.scripted_researcher import ScriptedResearcher
-
             most, allowed = ScriptedResearcher.max_calls, self.rollout.max_calls_per_turn
             if allowed < most:
                 raise ConfigError(f"rollout.max_calls_per_turn must be >= {most} with the jam_researcher SFT teacher "

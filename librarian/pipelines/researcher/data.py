@@ -11,25 +11,24 @@ from __future__ import annotations
 from typing import Any
 
 from librarian.config import ConfigError
+from librarian.datasets.memorygym import MemoryGymConfig
+from librarian.evaluation.memory_arms import build_store
+from librarian.evaluation.memory_tasks import memorygym_task
+from librarian.models import make_backend
+from librarian.roles.memorizer import extractive_memo, llm_memo
 
 
 def memo_fn(cfg: Any) -> Any:
     """The memorizer's memo writer: extractive, or an LLM backend's."""
-    from librarian.roles.memorizer import extractive_memo, llm_memo
-
     m = cfg.memorizer
     if m.kind == "extractive":
         return lambda doc: extractive_memo(doc, m.max_chars)
-    from librarian.models import make_backend
 
     return llm_memo(make_backend(m.backend, **dict(m.options)), m.max_chars)
 
 
 def load_task(cfg: Any) -> tuple[Any, list, list]:
     """The Memory-Gym history and its train and test questions (with gold sessions), capped by config."""
-    from librarian.datasets.memorygym import MemoryGymConfig
-    from librarian.evaluation.memory_tasks import memorygym_task
-
     d = cfg.data
     task = memorygym_task(MemoryGymConfig(speakers=d.speakers, sessions=d.sessions, seed=d.seed,
                                           test_fraction=d.test_fraction))
@@ -46,8 +45,6 @@ def load_task(cfg: Any) -> tuple[Any, list, list]:
 def build_stores(cfg: Any, task: Any) -> tuple[Any, dict[str, float]]:
     """The hierarchical store (its workspace is what the researcher explores) and the construction figures of
     both stores."""
-    from librarian.evaluation.memory_arms import build_store
-
     hier = build_store(task.sessions, "hierarchical", memo_fn(cfg))
     flat = build_store(task.sessions, "flat")
     return hier, {"hierarchical_build_s": hier.build_s, "flat_build_s": flat.build_s,

@@ -14,20 +14,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from librarian.cluster.researcher_jobs import ResearchRecord
+from librarian.evaluation.memory_eval import evaluate_researcher
+from librarian.evaluation.memory_tasks import MemoryTask
+from librarian.evaluation.metrics.bootstrap import bootstrap_ci
+from librarian.models import make_backend
 from librarian.pipelines.researcher.data import memo_fn
 from librarian.pipelines.researcher.steps import StoreRef, eval_jobs, exhausted, rounds
 from librarian.rewards.exploration import answer_in_context
-from librarian.rewards.source_recall import source_recall
+from librarian.rewards.source_recall import source_precision, source_recall
 from librarian.rl.samples import valid_call_rate
 
 
 def evaluate(cfg: Any, session: Any, store: StoreRef, task: Any, test: list) -> tuple[dict, dict]:
     """The scripted researcher on every arm (`evaluate_researcher`) and the trained policy on the hierarchical
     store."""
-    from librarian.evaluation.memory_eval import evaluate_researcher
-    from librarian.evaluation.memory_tasks import MemoryTask
-    from librarian.models import make_backend
-
     arms = evaluate_researcher([MemoryTask(task.name, task.sessions, tuple(test))],
                                make_backend("scripted", policy=cfg.sft.teacher), cfg.eval.to_eval_config(),
                                memo_fn=memo_fn(cfg))
@@ -61,9 +61,6 @@ def trained_summary(records: Sequence[ResearchRecord], questions: dict[str, Any]
                     ) -> dict[str, Any]:
     """The trained policy's figures on the evaluation questions (recall with a bootstrap CI, rounds, latency,
     valid-call rate, and each question's recall under `per_question`)."""
-    from librarian.evaluation.metrics.bootstrap import bootstrap_ci
-    from librarian.rewards.source_recall import source_precision
-
     if not records:
         return {}
     recalls = [source_recall(r.result.sources, questions[r.question_id].support) for r in records]

@@ -12,6 +12,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from librarian.evaluation.memory_report import arms_table, plot_arms
+from librarian.evaluation.plots import history_series, plot_loss, plot_step_panels
+
 TRAINED = "trained (hierarchical)"
 
 
@@ -34,8 +37,6 @@ CURVES = {"reward": "reward (source recall)", "reward_full_recall": "share with 
 
 def plot_curves(out: Path, history: list[dict[str, Any]]) -> list[Path]:
     """reward_curve.png (one panel per quantity, integer steps) and loss.png (steps without GRPO signal shaded)."""
-    from librarian.evaluation.plots import history_series, plot_loss, plot_step_panels
-
     panels = {label: {"run": s} for key, label in CURVES.items() if (s := history_series(history, key)) is not None}
     files = [plot_step_panels(panels, out / "reward_curve.png", title="hint-guided GRPO, per trajectory: means "
                               "over the step's trajectories")] if panels else []
@@ -46,8 +47,6 @@ def plot_curves(out: Path, history: list[dict[str, Any]]) -> list[Path]:
 
 def write_outputs(out: Path, results: dict[str, Any], evaluation: dict[str, Any], tracker: Any) -> list[Path]:
     """Write and log results.json, evaluation.json, results.md and the plots; prints the table."""
-    from librarian.evaluation.memory_report import arms_table, plot_arms
-
     history = results.get("history") or []
     files = plot_curves(out, history)
     if evaluation.get("arms"):

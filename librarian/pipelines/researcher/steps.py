@@ -15,12 +15,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from librarian.cluster.researcher_jobs import ResearchJob, ResearchRecord
-from librarian.rewards.exploration import answer_in_context, judge_exploration, trajectory_calls
+from librarian.learner.batch import PolicySample
+from librarian.learner.sft import verified_samples
+from librarian.models import make_backend
+from librarian.models.base import SamplingParams
+from librarian.rewards.exploration import (
+    LLMExplorationJudge,
+    answer_in_context,
+    judge_exploration,
+    trajectory_calls,
+)
 from librarian.rewards.source_recall import source_recall
 from librarian.rl.samples import valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation
 from librarian.roles.probing_env import snapshot
 from librarian.roles.researcher_hints import HintInput
+from librarian.workspace import views
+from librarian.workspace.errors import WorkspaceError
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +147,6 @@ class ResearcherTask:
 
 def canonical_ref(workspace: Any) -> Callable[[str], str]:
     """A ref (path or id) -> the node id it names in `workspace` (the ref itself when it names nothing)."""
-    from librarian.workspace import views
-    from librarian.workspace.errors import WorkspaceError
-
     def canon(ref: str) -> str:
         try:
             return views.resolve(workspace, ref.strip()).id
@@ -200,8 +208,6 @@ def clip(samples: Sequence[Any], max_tokens: int) -> tuple[list[Any], int]:
     sample's first token has nothing to be predicted from). A part with no
     trained token is dropped.
     """
-    from librarian.learner.batch import PolicySample
-
     if max_tokens <= 0:
         return list(samples), 0
     if max_tokens < 2:
@@ -227,9 +233,6 @@ def exploration_judge(sft: Any) -> Callable[..., Any] | None:
     """`sft.judge`'s exploration judge: None for the rule judge, else an `LLMExplorationJudge` on its backend."""
     if sft.judge == "rule":
         return None
-    from librarian.models import make_backend
-    from librarian.models.base import SamplingParams
-    from librarian.rewards.exploration import LLMExplorationJudge
 
     model = make_backend(sft.judge_backend, **dict(sft.judge_options))
     params = SamplingParams(max_new_tokens=160, temperature=0.0)
@@ -240,8 +243,6 @@ def teacher_samples(cfg: Any, session: Any, store: StoreRef, questions: Sequence
                     ) -> tuple[list, dict[str, Any]]:
     """The scripted teacher's episodes on the first `sft.questions` training questions, the verified ones' SFT
     samples (clipped to `sft.max_tokens`), and what was kept."""
-    from librarian.learner.sft import verified_samples
-
     chosen = list(questions[: cfg.sft.questions])
     batch = session.rollouts.run(teacher_jobs(chosen, store, cfg.sft.teacher, cfg.sft.budget, cfg.seed))
     records = [r for recs in batch.values() for r in recs]
