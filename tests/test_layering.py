@@ -44,6 +44,57 @@ def violations(files: list[Path], root: Path = PACKAGE) -> list[str]:
     return bad
 
 
+def module_of(path: Path, root: Path = PACKAGE) -> str:
+    """`librarian.x.y` for x/y.py, `librarian.x` for x/__init__.py."""
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_module(name: str, root: Path) -> bool:
+    rel = Path(*name.split(".")[1:])
+    return (root / rel).with_suffix(".py").is_file() or (root / rel / "__init__.py").is_file()
+
+
+def module_imports(path: Path, root: Path = PACKAGE) -> set[str]:
+    """The package's modules a file imports at module level (not in functions, not under TYPE_CHECKING):
+    `from librarian.x import y` is module `librarian.x.y` when y is a submodule, else `librarian.x`."""
+    body, out = list(ast.parse(path.read_text(encoding="utf-8")).body), set()
+    while body:
+        node = body.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            body += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            body += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.split(".")[0] == root.name}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module.split(".")[0] == root.name:
+            subs = {f"{node.module}.{a.name}" for a in node.names if _is_module(f"{node.module}.{a.name}", root)}
+            out |= subs | ({node.module} if len(subs) < len(node.names) else set())
+    return out
+
+
+def import_cycle(files: list[Path], root: Path = PACKAGE) -> list[str]:
+    """A circle of module-level imports (`[a, b, a]`: a imports b imports a), else []."""
+    graph = {module_of(p, root): sorted(module_imports(p, root)) for p in files}
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> list[str]:
+        path.append(module)
+        for nxt in graph.get(module, []):
+            if nxt in path:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in done and (found := visit(nxt)):
+                return found
+        done.add(path.pop())
+        return []
+
+    for module in sorted(graph):
+        if module not in done and (found := visit(module)):
+            return found
+    return []
+
+
 def test_every_part_has_a_rank():
     parts = {part_of(p) for p in PACKAGE.rglob("*.py")} - {"__init__"}
     assert parts <= set(RANK), f"give these a layer in RANK: {sorted(parts - set(RANK))}"
@@ -82,3 +133,28 @@ def test_architecture_doc_lists_every_part_at_its_rank():
     table = [(name.strip("` "), int(layer)) for layer, parts in rows for name in parts.split(",")]
     assert [layer for _, layer in table] == sorted(layer for _, layer in table)
     assert dict(table) == RANK and len(table) == len(RANK)
+
+
+def test_no_import_circle():
+    """Module-level imports form no circle (a circle is fixed in the design, not by a function-level import)."""
+    cycle = import_cycle(sorted(PACKAGE.rglob("*.py")))
+    assert cycle == [], "import circle: " + " -> ".join(cycle)
+
+
+def test_the_checker_catches_an_import_circle(tmp_path):
+    root = tmp_path / "librarian"
+    (root / "roles").mkdir(parents=True)
+    files = {"roles/__init__.py": "from librarian.roles.episode import run_episode\n",
+             "roles/episode.py": "from librarian.roles import tools\n\ndef run_episode():\n    import os\n",
+             "roles/tools.py": "import librarian.roles.helpers\n",
+             "roles/helpers.py": "from librarian.roles import episode\n",
+             "roles/lazy.py": "def f():\n    from librarian.roles import helpers\n"}
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    paths = sorted(root.rglob("*.py"))
+    assert module_imports(root / "roles" / "__init__.py", root) == {"librarian.roles.episode"}
+    assert module_imports(root / "roles" / "lazy.py", root) == set()
+    assert import_cycle(paths, root) == ["librarian.roles.episode", "librarian.roles.tools",
+                                         "librarian.roles.helpers", "librarian.roles.episode"]
+    (root / "roles" / "helpers.py").write_text("from librarian.roles.lazy import f\n", encoding="utf-8")
+    assert import_cycle(paths, root) == []
