@@ -64,7 +64,7 @@ def run_checks(out: Path, results: dict[str, Any], cpu: bool) -> int:
     import torch
 
     sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]  # this checkout's librarian, imported only now
-    import gpu_check_cases as cases
+    import gpu_check_cases as cases  # noqa: PLC0415  (needs the sys.path above; imports torch)
 
     ctx = cases.Context(torch.device("cpu") if cpu else torch.device("cuda", 0), tiny=cpu)
     checks: dict[str, Any] = results.setdefault("checks", {})

@@ -19,7 +19,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
+import numpy
+import pyarrow
+import torch  # noqa: TID253
 
 import librarian
 from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample, collate, constraints
@@ -173,9 +175,7 @@ def _step(ctx: Context, learner: Learner, samples: list) -> tuple[float, float]:
 
 # --- the checks ---------------------------------------------------------------------------------------------
 def versions(ctx: Context) -> Outcome:
-    import numpy
     import peft
-    import pyarrow
     import transformers
 
     line = Line()
