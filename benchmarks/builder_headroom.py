@@ -37,11 +37,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from librarian.evaluation.exam import summarize
-from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+from librarian.config import load_config, to_plain  # noqa: E402
+from librarian.evaluation.exam import summarize  # noqa: E402
+from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci  # noqa: E402
+from librarian.models import make_backend  # noqa: E402
+from librarian.models.base import SamplingParams  # noqa: E402
+from librarian.models.scripted import tool_call_text  # noqa: E402
+from librarian.models.scripted_builder import COMPACT_ITEMS, HeuristicBuilder  # noqa: E402
+from librarian.models.scripted_kbgym import budget_from_prompt, transcript  # noqa: E402
+from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
+from librarian.pipelines.builder.corpora import task_corpora  # noqa: E402
+from librarian.rewards.construction import exam_utility  # noqa: E402
+from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local  # noqa: E402
+from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes  # noqa: E402
+from librarian.roles.builder_task import build_task  # noqa: E402
+from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor  # noqa: E402
+from librarian.workspace import Workspace  # noqa: E402
+
 log = logging.getLogger("builder_headroom")
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
 
@@ -49,10 +64,6 @@ DEFAULT_CONFIG = "configs/learning_builder.yaml"
 def random_builder(seed: int):
     """A policy in the compact layout that spends the budget on `create_file`s of 4 random listed files each
     (no text: the content executor writes it), one `merge_files` of them, then `stop`: as many files, no plan."""
-    from librarian.models.scripted import tool_call_text
-    from librarian.models.scripted_builder import COMPACT_ITEMS, HeuristicBuilder
-    from librarian.models.scripted_kbgym import budget_from_prompt, transcript
-
     lister = HeuristicBuilder(compact=True)
 
     def raw_files(base: str, listing: str) -> list[str]:
@@ -86,13 +97,6 @@ def random_builder(seed: int):
 def build(corpora: list, policy: Any, budget: int, listing_lines: int, max_chars: int = 1200) -> list:
     """Each corpus built once by `policy` (a scripted policy name or callable) with the extractive content
     executor attached (it writes the text of calls that leave it out); (workspace, trajectory) pairs."""
-    from librarian.models import make_backend
-    from librarian.models.base import SamplingParams
-    from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
-    from librarian.roles.builder_task import build_task
-    from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
-    from librarian.workspace import Workspace
-
     role = librarian_builder(budget=budget)
     spaces = [Workspace.from_documents(c.docs) for c in corpora]
     executor = ExtractiveExecutor(max_chars=max_chars)
@@ -105,10 +109,6 @@ def build(corpora: list, policy: Any, budget: int, listing_lines: int, max_chars
 
 def measure(cfg: Any, corpora: list, n_boot: int = 2000) -> dict[str, Any]:
     """Flat / scripted / random stores of `corpora` examined by the probe reader; the figures for results.json."""
-    from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci
-    from librarian.rewards.construction import exam_utility
-    from librarian.workspace import Workspace
-
     p = cfg.probe
     spec = ReaderSpec(role=p.role, backend=p.backend, options=dict(p.options), budget=p.budget, memory=p.memory,
                       max_new_tokens=p.max_new_tokens, temperature=0.0, seed=cfg.seed)
@@ -167,9 +167,6 @@ def main() -> int:
     p.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from librarian.config import load_config, to_plain
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-    from librarian.pipelines.builder.corpora import task_corpora
 
     started = time.perf_counter()
     cfg = load_config(TrainBuilderConfig, args.overrides, config_file=args.config)

@@ -14,6 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from librarian.datasets.kbgym import build_kbgym
+from librarian.datasets.kbgym.gradient import gradient_groups
+from librarian.datasets.kbgym.universe import UniverseConfig, generate_universe
+from librarian.datasets.kbgym.verify import verify
+from librarian.datasets.phantomwiki import PWConfig, convert, generate
+
 log = logging.getLogger("data_bench")
 
 
@@ -27,11 +33,6 @@ def _timed(fn, repeat: int):
 
 
 def bench_kbgym(people: int, seed: int, repeat: int) -> dict:
-    from librarian.datasets.kbgym import build_kbgym
-    from librarian.datasets.kbgym.gradient import gradient_groups
-    from librarian.datasets.kbgym.universe import UniverseConfig, generate_universe
-    from librarian.datasets.kbgym.verify import verify
-
     def full():
         kb = build_kbgym(people, seed)
         problems = verify(kb.corpus, kb.bundle.questions)
@@ -54,8 +55,6 @@ def bench_kbgym(people: int, seed: int, repeat: int) -> dict:
 
 
 def bench_phantomwiki(seed: int) -> dict:
-    from librarian.datasets.phantomwiki import PWConfig, convert, generate
-
     with tempfile.TemporaryDirectory() as tmp:
         gen_s, raw = _timed(lambda: generate(Path(tmp) / "raw", PWConfig(seed=seed)), 1)
         conv_s, bundle = _timed(lambda: convert(raw, seed=seed), 3)

@@ -40,6 +40,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from librarian.workspace import (
     Document,
     NearDuplicateGuard,
@@ -323,8 +325,6 @@ class Fuzz:
             self.new_episode()
 
     def run(self, ops: int, progress: bool = False) -> None:
-        from tqdm import tqdm
-
         self.new_episode()
         done_in_episode = 0
         for _ in tqdm(range(ops), desc="fuzzing ops", unit="op", disable=not progress, mininterval=2.0):

@@ -31,8 +31,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
+import torch  # noqa: E402, TID253
 from tqdm.auto import tqdm  # noqa: E402
+
+from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample  # noqa: E402
+from librarian.learner.lora import peft_config  # noqa: E402
+from librarian.models.hf import tiny_llama  # noqa: E402
 
 log = logging.getLogger("learner_bench")
 
@@ -47,8 +51,6 @@ def make_batch(n: int, prompt_len: int, completion_len: int, vocab: int, seed: i
 
 
 def ours(model, tok, cfg_lora, batch, iters: int, lr: float) -> list[float]:
-    from librarian.learner import Learner, LearnerConfig, PolicySample
-
     prompts, completions, advantages, old = batch
     samples = []
     for i in range(prompts.shape[0]):
@@ -69,10 +71,8 @@ def ours(model, tok, cfg_lora, batch, iters: int, lr: float) -> list[float]:
 
 
 def trl(model, tok, cfg_lora, batch, iters: int, lr: float, group: int) -> list[float]:
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
-    from librarian.learner.lora import peft_config
+    from datasets import Dataset  # noqa: PLC0415  (trl's input type; trl is an optional test extra)
+    from trl import GRPOConfig, GRPOTrainer  # noqa: PLC0415  (the optional reference: a test extra)
 
     prompts, completions, advantages, old = batch
     n = prompts.shape[0]
@@ -120,9 +120,6 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rank", type=int, default=32)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-
-    from librarian.learner import LoraConfig
-    from librarian.models.hf import tiny_llama
 
     cfg_lora = LoraConfig(rank=args.rank, alpha=2 * args.rank)
     n = args.batch * args.group

@@ -35,6 +35,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+from librarian.config import load_config, to_plain  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     over_control_fields,
@@ -46,6 +47,8 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     run_concurrently,
     shared_warm_start,
 )
+from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
+from librarian.pipelines.builder.train import check, run  # noqa: E402
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
 EXAM_NAMES = {"flat": "flat", "scripted": "scripted_builder", "trained": "trained_builder",
@@ -53,10 +56,6 @@ EXAM_NAMES = {"flat": "flat", "scripted": "scripted_builder", "trained": "traine
 
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
-    from librarian.config import load_config
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-    from librarian.pipelines.builder.train import check, run
-
     cfg = load_config(TrainBuilderConfig, [*overrides, f"out_dir={out}"], config_file=config)
     check(cfg)
     return run(cfg)
@@ -120,9 +119,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def resolved(config: str, overrides: list[str]) -> dict[str, Any]:
     """The run's resolved config as plain data (what `control_overrides` reads)."""
-    from librarian.config import load_config, to_plain
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-
     return to_plain(load_config(TrainBuilderConfig, overrides, config_file=config))
 
 

@@ -41,6 +41,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
+from librarian.config import load_config  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     over_control_fields,
@@ -52,21 +53,19 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     run_concurrently,
     shared_warm_start,
 )
+from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci  # noqa: E402
+from librarian.pipelines.researcher.config import TrainResearcherConfig  # noqa: E402
+from librarian.pipelines.researcher.train import check, run  # noqa: E402
 
 DEFAULT_CONFIG = "configs/researcher_learning.yaml"
 
 
 def load(config: str, overrides: list[str]) -> Any:
     """The researcher config the benchmark runs (the file plus the overrides)."""
-    from librarian.config import load_config
-    from librarian.pipelines.researcher.config import TrainResearcherConfig
-
     return load_config(TrainResearcherConfig, overrides, config_file=config)
 
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
-    from librarian.pipelines.researcher.train import check, run
-
     cfg = load(config, [*overrides, f"out_dir={out}"])
     check(cfg)
     return run(cfg)
@@ -80,8 +79,6 @@ def control_overrides(common: list[str], sft_lr: float) -> list[str]:
 def eval_figures(run: dict[str, Any], control: dict[str, Any], seed: int = 0) -> dict[str, Any]:
     """The trained (run) and SFT-only (control) policies on the test questions, their paired difference, and
     the scripted researcher's recall on each evaluated arm."""
-    from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci
-
     out: dict[str, Any] = {}
     for name, res in (("trained", run), ("sft_only", control)):
         t = res.get("trained") or {}

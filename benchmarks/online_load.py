@@ -42,6 +42,13 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 
+from librarian.app.ask import AskConfig, answer
+from librarian.app.build import BuildConfig
+from librarian.app.build import run as build_run
+from librarian.app.corpus import AskItem
+from librarian.app.workspace_dir import OpenedWorkspace
+from librarian.datasets.kbgym.build import build_kbgym
+from librarian.datasets.records import write_parquet
 from librarian.online.versions import VersionStore
 from librarian.online.workspace import load_index
 
@@ -51,14 +58,10 @@ PORT_LINE = re.compile(r"API on http://127\.0\.0\.1:(\d+)/docs")
 
 def build_workspace(out: Path, people: int = 200, seed: int = 1) -> tuple[Path, list[Any]]:
     """A flat KBGym store as a build folder, and its questions."""
-    from librarian.app.build import BuildConfig, run
-    from librarian.datasets.kbgym.build import build_kbgym
-    from librarian.datasets.records import write_parquet
-
     kb = build_kbgym(people=people, seed=seed).bundle
     write_parquet(kb, out / "kb")
     ws = out / "ws"
-    run(BuildConfig(corpus=str(out / "kb"), out_dir=str(ws), builder="flat", embedder="none", export=False))
+    build_run(BuildConfig(corpus=str(out / "kb"), out_dir=str(ws), builder="flat", embedder="none", export=False))
     return ws, list(kb.questions)
 
 
@@ -115,10 +118,6 @@ def raw_ids(folder: Path, column: str) -> Counter:
 
 def recompute(ws: Path, answers: list[dict]) -> dict[str, Any]:
     """Re-answer every logged question offline on the saved version it names; count any difference."""
-    from librarian.app.ask import AskConfig, answer
-    from librarian.app.corpus import AskItem
-    from librarian.app.workspace_dir import OpenedWorkspace
-
     store = VersionStore(ws)
     by_version: dict[int, list[dict]] = {}
     for a in answers:

@@ -42,6 +42,13 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread a process: the plain loop and each worker alike
+
+from librarian.cluster import ProbePool  # noqa: E402
+from librarian.datasets import to_documents  # noqa: E402
+from librarian.datasets.kbgym.build import build_kbgym  # noqa: E402
+from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local, snapshot_bytes  # noqa: E402
+from librarian.workspace import Workspace  # noqa: E402
+
 log = logging.getLogger("probe_bench")
 TARGETS = {"scripted": 1.7, "tiny": 1.8}
 
@@ -49,9 +56,6 @@ TARGETS = {"scripted": 1.7, "tiny": 1.8}
 def measure(name: str, spec: Any, data: bytes, questions: list, repeats: int, chunk: int, rounds: int) -> dict:
     """Plain loop, 1 worker, 2 workers on the same episodes, rounds interleaved (plain, 1w, 2w, plain, ...) so
     that a change in the machine's load hits every arm alike; episodes/s of each arm's median round (and best)."""
-    from librarian.cluster import ProbePool
-    from librarian.rewards.probe_exam import ExamRunner, run_local
-
     episodes = len(questions) * repeats
     chunks = -(-episodes // chunk)
     runner = ExamRunner(spec)
@@ -104,11 +108,6 @@ def main() -> int:
     p.add_argument("--tiny-chunk", type=int, default=2)
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-
-    from librarian.datasets import to_documents
-    from librarian.datasets.kbgym.build import build_kbgym
-    from librarian.rewards.probe_exam import ReaderSpec, snapshot_bytes
-    from librarian.workspace import Workspace
 
     kb = build_kbgym(people=args.people, seed=1)
     ws = Workspace.from_documents([replace(d, path=f"facts/{d.id}") for d in to_documents(kb.corpus)],

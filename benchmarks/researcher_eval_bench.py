@@ -25,6 +25,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from librarian.datasets.memorygym import MemoryGymConfig  # noqa: E402
+from librarian.evaluation.memory_eval import ResearcherEvalConfig, evaluate_researcher  # noqa: E402
+from librarian.evaluation.memory_report import arms_table, plot_arms  # noqa: E402
+from librarian.evaluation.memory_tasks import memorygym_task  # noqa: E402
+from librarian.models import make_backend  # noqa: E402
+
 log = logging.getLogger("researcher_eval_bench")
 
 
@@ -46,12 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-boot", type=int, default=2000)
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-
-    from librarian.datasets.memorygym import MemoryGymConfig
-    from librarian.evaluation.memory_eval import ResearcherEvalConfig, evaluate_researcher
-    from librarian.evaluation.memory_report import arms_table, plot_arms
-    from librarian.evaluation.memory_tasks import memorygym_task
-    from librarian.models import make_backend
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,11 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from librarian.config import load_config  # noqa: E402
+from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
+from librarian.pipelines.builder.train import run  # noqa: E402
+
 log = logging.getLogger("rl_step_bench")
 TARGET = 1.3
 BASE = ["rollout.options={model: tiny}", "rollout.cpus_per_worker=1", "ray.learner_cpus=1", "rollout.torch_threads=1",
@@ -66,10 +71,6 @@ def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     import ray
-
-    from librarian.config import load_config
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-    from librarian.pipelines.builder.train import run
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

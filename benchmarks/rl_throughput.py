@@ -39,7 +39,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from librarian.config import load_config  # noqa: E402
 from librarian.evaluation.metrics.bootstrap import bootstrap_ci  # noqa: E402
+from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
+from librarian.pipelines.builder.train import check, run  # noqa: E402
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
 TARGET = 4.0
@@ -51,10 +54,6 @@ FAST = ["rollout.backend=vllm",
 
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
-    from librarian.config import load_config
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-    from librarian.pipelines.builder.train import check, run
-
     cfg = load_config(TrainBuilderConfig, [*overrides, f"out_dir={out}"], config_file=config)
     check(cfg)
     return run(cfg)

@@ -29,6 +29,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from librarian.models import SamplingParams  # noqa: E402
+from librarian.models.hf import make_hf_backend  # noqa: E402
+from librarian.models.vllm_backend import VLLMBackend  # noqa: E402
+from librarian.models.vllm_models import smollm2_hf_folder, tiny_llama_folder  # noqa: E402
+
 log = logging.getLogger("rollout_bench")
 TOPICS = ["rivers", "bread", "chess", "volcanoes", "jazz", "bees", "glass", "comets", "tides", "maps", "salt",
           "owls", "kites", "copper", "tea", "moss"]
@@ -68,10 +73,6 @@ def logprob_diff(model: Any, rows: list, temperature: float) -> float:
 
 def bench_model(name: str, folder: Path, args: argparse.Namespace) -> dict[str, Any]:
     import torch
-
-    from librarian.models import SamplingParams
-    from librarian.models.hf import make_hf_backend
-    from librarian.models.vllm_backend import VLLMBackend
 
     params = SamplingParams(n=args.group, max_new_tokens=args.max_new_tokens, temperature=1.0, seed=args.seed)
     convs = conversations(args.prompts)
@@ -117,7 +118,6 @@ def main() -> None:
     parser.add_argument("--vllm-engine-kwargs", default="{}", help="JSON passed to vllm.LLM")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    from librarian.models.vllm_models import smollm2_hf_folder, tiny_llama_folder
 
     folders = {"tiny": lambda: tiny_llama_folder(root=args.model_root),
                "smollm2": lambda: smollm2_hf_folder(root=args.model_root)}

@@ -21,18 +21,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
-from librarian.cluster.builder_worker import BuilderRolloutWorker
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob  # noqa: E402
+from librarian.cluster.builder_worker import BuilderRolloutWorker  # noqa: E402
+from librarian.cluster.rollout_pool import RolloutPool  # noqa: E402
+from librarian.datasets.kbgym.build import SplitSizes, build_kbgym  # noqa: E402
+from librarian.pipelines.builder.corpora import make_corpora  # noqa: E402
+from librarian.rewards.construction import RewardConfig  # noqa: E402
+
 
 def measure(workers: int, args: argparse.Namespace, corpus) -> dict[str, float]:
-    from librarian.cluster.rollout_pool import RolloutPool
-    from librarian.rewards.construction import RewardConfig
-
     spec = BuilderRolloutConfig(options={"model": args.model}, budget=args.budget, max_new_tokens=args.max_new_tokens,
                                 torch_threads=max(1, (os.cpu_count() or 2) // workers), constrained=False,
                                 content_executor="none")
@@ -62,9 +63,6 @@ def main() -> None:
     args = parser.parse_args()
 
     import ray
-
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-    from librarian.pipelines.builder.corpora import make_corpora
 
     kb = build_kbgym(people=60, seed=1, sizes=SplitSizes(train=30, test_in=20, test_out=10, eval_in=5, eval_out=5))
     corpus = make_corpora(kb, 1, questions=2, docs=10, splits=("train",), seed=1, prefix="c")[0]

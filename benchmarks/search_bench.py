@@ -29,10 +29,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import bm25s  # noqa: E402
+import numpy as np  # noqa: E402
+import Stemmer  # noqa: E402
+import tantivy  # noqa: E402
+
+from librarian.search import EmbeddedIndex, MiniLMEmbedder  # noqa: E402
+from librarian.search.emulator import start_emulator  # noqa: E402
+from librarian.search.es_index import ElasticsearchIndex  # noqa: E402
+from librarian.search.es_settings import ElasticsearchSettings  # noqa: E402
+from librarian.search.synthetic import make_corpus, overlap_at_k  # noqa: E402
 
 log = logging.getLogger("search_bench")
 K = 10
@@ -71,8 +80,6 @@ def timed(fn):
 
 # ----- raw libraries
 def raw_tantivy(nodes):
-    import tantivy
-
     b = tantivy.SchemaBuilder()
     b.add_text_field("id", stored=True, tokenizer_name="raw")
     b.add_text_field("path", stored=True, tokenizer_name="raw")
@@ -96,9 +103,6 @@ def raw_tantivy(nodes):
 
 
 def raw_bm25s(nodes):
-    import bm25s
-    import Stemmer
-
     stemmer = Stemmer.Stemmer("english")
     tokens = bm25s.tokenize([n.text for n in nodes], stopwords="en", stemmer=stemmer, show_progress=False)
     retriever = bm25s.BM25()
@@ -115,9 +119,6 @@ def raw_bm25s(nodes):
 
 # ----- throughput with several processes (each builds its own index: nothing shared across a fork)
 def _qps_worker(n_docs, n_queries, seed, seconds, barrier, results):
-    from librarian.search import EmbeddedIndex
-    from librarian.search.synthetic import make_corpus
-
     corpus = make_corpus(n_docs, n_queries, words_per_doc=12, seed=seed)
     index = EmbeddedIndex("qps")
     index.upsert(corpus.nodes)
@@ -159,11 +160,6 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("elastic_transport").setLevel(logging.WARNING)
-    from librarian.search import EmbeddedIndex, MiniLMEmbedder
-    from librarian.search.emulator import start_emulator
-    from librarian.search.es_index import ElasticsearchIndex
-    from librarian.search.es_settings import ElasticsearchSettings
-    from librarian.search.synthetic import make_corpus, overlap_at_k
 
     n_docs = args.docs or (5_000 if args.small else 100_000)
     n_queries = args.queries or (200 if args.small else 1_000)

@@ -20,6 +20,7 @@ not learning over many.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -27,10 +28,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from librarian.cluster.builder_worker import BuilderRolloutWorker
-from librarian.rewards.probe_exam import ExamRunner, run_local
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from librarian.cluster.builder_worker import BuilderRolloutWorker  # noqa: E402
+from librarian.config import load_config  # noqa: E402
+from librarian.learner import Learner  # noqa: E402
+from librarian.learner.sft import fine_tune  # noqa: E402
+from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
+from librarian.pipelines.builder.corpora import task_corpora, teacher_corpora  # noqa: E402
+from librarian.pipelines.builder.steps import BuilderTask, initial_utilities, teacher_samples  # noqa: E402
+from librarian.rewards.construction import ProbeService  # noqa: E402
+from librarian.rewards.probe_exam import ExamRunner, run_local  # noqa: E402
+from librarian.rl.samples import policy_samples  # noqa: E402
+from librarian.rl.task import Scored  # noqa: E402
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
 
@@ -72,16 +82,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from librarian.config import load_config
-    from librarian.learner import Learner
-    from librarian.learner.sft import fine_tune
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-    from librarian.pipelines.builder.corpora import task_corpora, teacher_corpora
-    from librarian.pipelines.builder.steps import BuilderTask, initial_utilities, teacher_samples
-    from librarian.rewards.construction import ProbeService
-    from librarian.rl.samples import policy_samples
-    from librarian.rl.task import Scored
-
     cfg = load_config(TrainBuilderConfig, [*args.overrides, f"learner.group_size={args.group_size}",
                                            "learner.filter_flat_groups=false"], config_file=args.config)
     if cfg.data.train_corpora < 2:
@@ -98,8 +98,6 @@ def main(argv: list[str] | None = None) -> int:
     policy = worker.backend
 
     def learner() -> Learner:
-        import copy
-
         return Learner(copy.deepcopy(policy.model), cfg.learner, pad_id=policy.pad_id, tokenizer=policy.tokenizer)
 
     started = time.perf_counter()
