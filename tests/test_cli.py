@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
+import json
 import re
+import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from librarian.cli import main
 from librarian.config import describe
@@ -26,8 +31,6 @@ def test_help_lists_every_command(capsys) -> None:
 
 
 def test_every_command_resolves_to_a_callable_entry() -> None:
-    import importlib
-
     for name, (target, summary) in COMMANDS.items():
         module_name, func_name = target.split(":")
         assert callable(getattr(importlib.import_module(module_name), func_name)), name
@@ -80,8 +83,6 @@ def test_pipeline_help_lists_every_key_with_default_and_description(name, capsys
 @pytest.mark.parametrize("name", sorted(["train_builder", "train_curator", "train_researcher", "evaluate",
                                          "evaluate_memory", "ablate", "demo"]))
 def test_every_pipeline_takes_out_and_config_and_prints_its_config(name, tmp_path, capsys) -> None:
-    import yaml
-
     preset = tmp_path / "preset.yaml"
     preset.write_text(f"out_dir: {tmp_path / 'elsewhere'}\nexperiment: from-the-file\n")
     out = tmp_path / "run"
@@ -127,9 +128,6 @@ def workspace(tmp_path_factory) -> Path:
 
 
 def test_serve_port_0_prints_the_port_it_bound(workspace) -> None:
-    import json
-    import urllib.request
-
     proc = subprocess.Popen([*LIBRARIAN, "serve", str(workspace), "--api", "--port", "0"], stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True)
     try:
@@ -144,8 +142,6 @@ def test_serve_port_0_prints_the_port_it_bound(workspace) -> None:
 
 
 def test_serve_on_a_busy_port_is_one_line_and_exit_2(workspace) -> None:
-    import socket
-
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import pytest
 
+import librarian.config as config
 from librarian.config import ConfigError, describe, load_config, to_plain, write_config
 
 
@@ -154,10 +156,6 @@ def test_describe_reads_metadata_comments_and_the_glossary() -> None:
 
 
 def test_the_loader_uses_no_private_omegaconf_attributes() -> None:
-    import inspect
-
-    import librarian.config as config
-
     source = inspect.getsource(config)
     assert "_get_node" not in source and "._metadata" not in source
 

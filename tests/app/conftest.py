@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from librarian.app.build import BuildConfig, run
+from librarian.datasets.kbgym.build import build_kbgym
+from librarian.datasets.records import write_parquet
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -16,9 +18,6 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "test-artifacts"
 
 @pytest.fixture(scope="session")
 def kb200(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from librarian.datasets.kbgym.build import build_kbgym
-    from librarian.datasets.records import write_parquet
-
     out = tmp_path_factory.mktemp("kb200")
     write_parquet(build_kbgym(people=200, seed=1).bundle, out)
     return out

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from librarian.app.ask import AskConfig, answer, summarise
+from librarian.app.build import BuildConfig, run
 from librarian.app.corpus import AskItem, InputError, load_questions
 from librarian.app.workspace_dir import open_workspace
 from librarian.cli import main as cli
@@ -37,8 +38,6 @@ def test_acceptance_twenty_questions_with_the_scripted_reader(kb200: Path, built
 
 
 def test_curated_store_beats_the_flat_store(kb200: Path, built200: Path, tmp_path: Path) -> None:
-    from librarian.app.build import BuildConfig, run
-
     flat = tmp_path / "flat"
     run(BuildConfig(corpus=str(kb200), out_dir=str(flat), builder="flat", embedder="none", export=False))
     items = load_questions(kb200, split="eval")[:20]

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from librarian.app.ask import AskConfig, answer
+from librarian.app.ask import AskConfig, answer, default_reader
 from librarian.app.corpus import AskItem
 from librarian.app.workspace_dir import open_workspace
 from librarian.cli import main as cli
 from librarian.models import scripted
+from librarian.models.openai_server import serve
 from librarian.models.scripted import ScriptedBackend
 from librarian.roles import ToolContext
 from librarian.roles.researcher import research
@@ -96,8 +97,6 @@ def test_the_researcher_keeps_a_passage_that_names_the_asked_entity() -> None:
 
 def test_with_an_openai_server_a_model_writes_the_answer_from_the_passages(
         notes_ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from librarian.models.openai_server import serve
-
     seen: list[list[dict]] = []
 
     def model(messages, tools=None):  # a stand-in LLM behind a real OpenAI-compatible server
@@ -143,8 +142,6 @@ def test_records_of_a_scripted_reader_without_valid_calls_carry_the_failure(note
 
 
 def test_the_reader_is_chosen_by_the_store(notes_ws: Path, built200: Path, tmp_path: Path) -> None:
-    from librarian.app.ask import default_reader
-
     assert default_reader(open_workspace(notes_ws, embedder="none")) == "jam"
     assert default_reader(open_workspace(built200)) == "kbgym"
     legacy = tmp_path / "legacy"  # a build from before the manifest recorded the corpus kind

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from librarian.app.build import BuildConfig, BuildInterrupted, run
 from librarian.cli import main as cli
+from librarian.models import scripted
 from librarian.workspace import Workspace, WorkspaceError, codec, read_trace, replay
 
 
@@ -58,9 +61,6 @@ def test_resume_refuses_another_corpus_or_builder(notes: Path, kb200: Path, tmp_
 
 @pytest.mark.slow
 def test_ray_shards_build_the_same_workspace(kb200: Path, built200: Path, tmp_path: Path) -> None:
-    import shutil
-    import tempfile
-
     out = tmp_path / "ray"
     ray_dir = tempfile.mkdtemp(prefix="ray-")  # short: Ray's socket paths must stay under 107 bytes
     try:
@@ -75,7 +75,6 @@ def test_ray_shards_build_the_same_workspace(kb200: Path, built200: Path, tmp_pa
 def test_policy_builder_with_a_scripted_backend(notes: Path, tmp_path: Path) -> None:
     out = tmp_path / "policy"
     # a scripted builder given on the command line's terms: the backend by name and its policy option
-    from librarian.models import scripted
 
     def one_file(messages, tools=None):
         if any(m["role"] == "tool" for m in messages):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from librarian.app import builders
 from librarian.app.corpus import InputError, corpus_kind, load_documents, load_questions
-from librarian.workspace import Workspace
+from librarian.workspace import Document, Workspace
 from librarian.workspace.ops import MAX_LINK_MANY_TARGETS
 
 
@@ -80,7 +80,6 @@ def test_plan_ops_link_in_chunks_and_apply_cleanly() -> None:
     link_many = [op for op in ops if op.name == "link_many"]
     assert all(len(op.targets) <= MAX_LINK_MANY_TARGETS for op in link_many)
     assert sum(len(op.targets) for op in link_many if op.source == "indexes/city/port-avel") == 95
-    from librarian.workspace import Document
 
     ws = Workspace.from_documents([Document(m, f"fact {m}") for m in members])
     for op in ops:

@@ -15,6 +15,7 @@ import pytest
 from librarian.app.build import BuildConfig, run
 from librarian.cli import main as cli
 from librarian.workspace import codec
+from librarian.workspace.folder_io import scan_folder, split_sections
 
 SECRET = "root-secret-line-0xC0FFEE"
 # the reasons a build summary gives for a file it left out
@@ -90,8 +91,6 @@ def test_follow_symlinks_takes_links_that_stay_inside_only(messy: Path, tmp_path
 
 
 def test_a_link_loop_inside_the_folder_ends(tmp_path: Path) -> None:
-    from librarian.workspace.folder_io import scan_folder
-
     (tmp_path / "n" / "d").mkdir(parents=True)
     (tmp_path / "n" / "d" / "x.md").write_text("x\n", encoding="utf-8")
     (tmp_path / "n" / "d" / "again").symlink_to(tmp_path / "n", target_is_directory=True)
@@ -100,8 +99,6 @@ def test_a_link_loop_inside_the_folder_ends(tmp_path: Path) -> None:
 
 
 def test_unreadable_files_are_skipped_with_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from librarian.workspace.folder_io import scan_folder
-
     (tmp_path / "ok.md").write_text("fine\n", encoding="utf-8")
     (tmp_path / "locked.md").write_text("locked\n", encoding="utf-8")
     real = Path.read_text
@@ -137,8 +134,6 @@ def _long_markdown(sections: int, para: int = 6) -> str:
 
 @pytest.mark.parametrize("max_chars", [300, 2_000, 8_000])
 def test_sections_are_bounded_cover_every_line_and_cut_at_headings_first(max_chars: int) -> None:
-    from librarian.workspace.folder_io import split_sections
-
     text = _long_markdown(60) + "x" * (max_chars * 2 + 5) + "\nlast line\n"
     sections = list(split_sections(text.splitlines(keepends=True), max_chars))
     assert "".join(s.text for s in sections) == text

@@ -14,6 +14,8 @@ import anyio
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 
 from librarian.app.ask import AskConfig
 from librarian.app.build import BuildConfig
@@ -226,9 +228,6 @@ def test_serve_refuses_curate_with_write_or_a_snapshot_file(flat_builds, tmp_pat
 
 
 def test_mcp_ask_and_feedback_tools_over_stdio(flat_builds, questions, tmp_path) -> None:
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
-
     folder = _copy(flat_builds["immutable"], tmp_path)
     params = StdioServerParameters(command=sys.executable, args=["-m", "librarian.cli", "serve", str(folder),
                                                                  "--curate", "--curate-every", "3600"],

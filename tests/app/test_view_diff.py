@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from librarian.app.diff import diff_snapshots, diff_text
+from librarian.app.diff import diff_html, diff_snapshots, diff_text
 from librarian.app.viewer import view_html
 from librarian.cli import main as cli
-from librarian.workspace import Add, Document, Edit, Link, Move, SnapshotView, Workspace
+from librarian.workspace import Add, Document, Edit, Link, Move, SnapshotView, Workspace, codec
 
 from .cdp import Browser
 from .conftest import ARTIFACTS
@@ -58,8 +58,6 @@ def test_viewer_is_self_contained_and_escapes_text() -> None:
 
 def test_cli_view_and_diff_write_their_files(built200: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """The counts are taken from the snapshots themselves, not from the commands' output."""
-    from librarian.workspace import codec
-
     initial = {n.id: n for n in codec.read_parquet(built200 / "initial.parquet")[0] if n.active}
     built = {n.id: n for n in codec.read_parquet(built200 / "snapshot.parquet")[0] if n.active}
     synthetic = sum(1 for n in built.values() if n.kind == "synthetic")
@@ -83,7 +81,6 @@ def test_browser_opens_viewer_clicks_a_node_and_sees_provenance(built200: Path, 
     page.write_text(view_html(SnapshotView.from_parquet(built200 / "snapshot.parquet"), "kbgym"), encoding="utf-8")
     a, b = _pair()
     diff_page = tmp_path / "diff.html"
-    from librarian.app.diff import diff_html
 
     diff_page.write_text(diff_html(a, b, diff_snapshots(a, b), "A", "B"), encoding="utf-8")
     browser = Browser(tmp_path / "profile")

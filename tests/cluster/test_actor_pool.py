@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from librarian.cluster.actor_pool import ActorPool, PoolError
+
 pytestmark = pytest.mark.slow
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -31,8 +33,6 @@ class Waiter:
 
 
 def _timed(workers: int) -> tuple[float, list]:
-    from librarian.cluster.actor_pool import ActorPool
-
     with ActorPool(Waiter, (0.5,), [{"num_cpus": 0.5}] * workers) as pool:
         pool.ready()
         start = time.perf_counter()
@@ -49,8 +49,6 @@ def test_two_workers_share_the_queue_and_halve_the_time(ray_session):
 
 
 def test_a_closed_pool_refuses_work(ray_session):
-    from librarian.cluster.actor_pool import ActorPool, PoolError
-
     pool = ActorPool(Waiter, (0.0,), [{"num_cpus": 0.5}])
     pool.close()
     with pytest.raises(PoolError, match="closed"):

@@ -14,19 +14,35 @@ publish that finds a worker Ray restarted before the pool noticed.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import tempfile
 import threading
 import time
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
+from librarian.cluster.faults import CrashPlan
+from librarian.cluster.topology import RayConfig
+from librarian.cluster.weight_sync import (
+    BroadcastNote,
+    BroadcastSync,
+    WeightSyncError,
+    backend_options,
+    broadcast_transport,
+)
+from librarian.learner import LearnerConfig, LoraConfig
 from librarian.models.base import BackendError
+from librarian.models.hf import tiny_llama
 from librarian.models.weight_transfer.gloo import GlooReceiver, GlooWeightSender, check_fits
 from librarian.models.weight_transfer.nccl import pack_plan, packed_buffers, weights_meta
+from librarian.rewards.construction import RewardConfig
+from librarian.rl.session import RLSession
+from librarian.workspace import Document
+from tests.learner.conftest import random_samples
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -39,7 +55,6 @@ def _tensors() -> list[tuple[str, torch.Tensor]]:
 
 
 def test_gloo_sender_and_two_receivers_move_every_tensor_bit_for_bit():
-
     named = _tensors()
     meta = weights_meta(named)
     sender = GlooWeightSender([1, 1], buffer_bytes=64, timeout_s=60)
@@ -70,8 +85,6 @@ def test_gloo_sender_and_two_receivers_move_every_tensor_bit_for_bit():
 
 
 def test_a_mismatched_tensor_list_is_refused_naming_the_tensor():
-    from librarian.models.hf import tiny_llama
-
     named = _tensors()
     meta = weights_meta(named)
     wrong = [*meta[:2], ("c", "int64", [4, 3]), meta[3]]
@@ -94,8 +107,6 @@ def test_a_mismatched_tensor_list_is_refused_naming_the_tensor():
 
 
 def test_broadcast_transport_per_backend_and_device():
-    from librarian.cluster.weight_sync import WeightSyncError, backend_options, broadcast_transport
-
     assert broadcast_transport("hf", {"weight_transfer": "broadcast"}, False, "cpu") == "gloo"
     assert broadcast_transport("vllm", {"weight_transfer": "nccl"}, False, "cuda") == "nccl"
     assert broadcast_transport("vllm", {"weight_transfer": "nccl"}, True, "cuda") == ""  # LoRA: adapters, object store
@@ -119,12 +130,6 @@ class WeighedWorker(BuilderRolloutWorker):
 def session():
     import ray
     from ray import cloudpickle
-
-    from librarian.cluster.faults import CrashPlan
-    from librarian.cluster.topology import RayConfig
-    from librarian.learner import LearnerConfig, LoraConfig
-    from librarian.rewards.construction import RewardConfig
-    from librarian.rl.session import RLSession
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers need WeighedWorker, not this module
     ray.init(num_cpus=4, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
@@ -161,9 +166,6 @@ def _assert_workers_hold(s, version: int) -> None:
 def test_one_step_then_publish_gives_every_worker_the_learners_weights(session):
     import ray
 
-    from librarian.cluster.weight_sync import BroadcastNote, BroadcastSync
-    from tests.learner.conftest import random_samples
-
     s = session
     assert isinstance(s.sync, BroadcastSync) and s.sync.transport == "gloo"
     before = ray.get(s.rollouts.workers[0].weights.remote())
@@ -182,8 +184,6 @@ def test_one_step_then_publish_gives_every_worker_the_learners_weights(session):
 
 
 def test_a_restarted_worker_pulls_once_and_the_next_publish_rebuilds_the_group(session):
-    from tests.learner.conftest import random_samples
-
     s = session
     if s.version < 1:
         s.step(random_samples(4, seed=0))
@@ -216,15 +216,11 @@ def test_a_restarted_worker_pulls_once_and_the_next_publish_rebuilds_the_group(s
 
 
 def _docs() -> list:
-    from librarian.workspace import Document
-
     return [Document(f"d{i}", f"Person {i} lives in town {i}.", path=f"d{i}.md") for i in range(3)]
 
 
 def test_the_weights_never_travel_through_the_object_store_on_publish(session):
     """A publish's object-store entry is the small note: no tensor in it."""
-    import pickle
-
     import ray
 
     note = ray.get(session.sync.box[0])

@@ -11,6 +11,7 @@ step and wakes them before the publish, while a worker refuses any job or weight
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import tempfile
@@ -21,10 +22,24 @@ import yaml
 
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
+from librarian.cluster.learner_actor import LearnerActor
+from librarian.cluster.learner_start import reserve_learners
+from librarian.cluster.topology import RayConfig, Resources, Topology
+from librarian.cluster.waits import CallTimeoutError
 from librarian.config import ConfigError, load_config
+from librarian.learner import LearnerConfig, LoraConfig
+from librarian.learner.logprobs import hf_model
+from librarian.learner.weights import device_state
+from librarian.models.base import BackendError
+from librarian.models.vllm_backend import VLLMBackend
+from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.plan_job import load_job
 from librarian.planning.cluster_file import load_cluster
 from librarian.planning.job_plan import plan
+from librarian.rewards.construction import RewardConfig
+from librarian.rl.session import RLSession
+from librarian.workspace import Document
+from tests.learner.conftest import random_samples
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -96,18 +111,11 @@ def test_a_learner_and_an_engine_on_one_gpu_without_colocate_is_a_problem(one_gp
      "publishes learner rank 0's GPU tensors"),
 ])
 def test_what_a_shared_gpu_cannot_run_is_refused_when_the_config_loads(overrides, expect):
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-
     with pytest.raises(ConfigError, match=expect):
         load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU] + overrides)
 
 
 def test_the_one_gpu_preset_loads_and_names_only_real_engine_options():
-    import inspect
-
-    from librarian.models.vllm_backend import VLLMBackend
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-
     cfg = load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU])
     accepted = set(inspect.signature(VLLMBackend.__init__).parameters) - {"self"}
     assert set(cfg.rollout.options) <= accepted, set(cfg.rollout.options) - accepted
@@ -116,8 +124,6 @@ def test_the_one_gpu_preset_loads_and_names_only_real_engine_options():
 
 
 def test_full_weights_by_ipc_and_sleep_level_2_load():
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-
     cfg = load_config(TrainBuilderConfig, [f"config={f}" for f in ONE_GPU] + [
         "learner.lora.enabled=false", "rollout.options.weight_transfer=ipc", "rollout.sleep_level=2"])
     assert cfg.rollout.colocate and cfg.rollout.sleep_level == 2
@@ -125,9 +131,6 @@ def test_full_weights_by_ipc_and_sleep_level_2_load():
 
 # --- placement groups and IPC --------------------------------------------------------------------------------
 def test_a_colocated_topology_holds_one_bundle_per_pair_each_member_asking_half_its_gpu():
-    from librarian.cluster.learner_start import reserve_learners
-    from librarian.cluster.topology import RayConfig, Resources, Topology
-
     topo = Topology(RayConfig(learner_cpus=2, learner_gpus=1), Resources(1, 1), 2, colocate=True)
     assert topo.bundles() == [{"CPU": 3.0, "GPU": 1.0}] * 2
     assert [o["num_gpus"] for o in topo.rollout_options()] == [0.5, 0.5]
@@ -139,12 +142,6 @@ def test_a_colocated_topology_holds_one_bundle_per_pair_each_member_asking_half_
 
 def test_ipc_publishing_hands_the_learners_own_tensors_not_cpu_copies():
     import torch
-
-    from librarian.cluster.learner_actor import LearnerActor
-    from librarian.learner import LearnerConfig, LoraConfig
-    from librarian.learner.logprobs import hf_model
-    from librarian.learner.weights import device_state
-    from librarian.models.base import BackendError
 
     actor = LearnerActor("hf", {"model": "tiny"}, LearnerConfig(lora=LoraConfig(enabled=False)))
     params = dict(hf_model(actor.learner.engine.module).named_parameters())
@@ -170,11 +167,6 @@ def session():
     import ray
     from ray import cloudpickle
 
-    from librarian.cluster.topology import RayConfig
-    from librarian.learner import LearnerConfig
-    from librarian.rewards.construction import RewardConfig
-    from librarian.rl.session import RLSession
-
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     worker = type("Watched", (WatchedWorker, BuilderRolloutWorker), {})
     ray.init(num_cpus=3, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
@@ -195,15 +187,11 @@ def _state(s) -> tuple[bool, int, int]:
 
 
 def _job(s, name: str):
-    from librarian.workspace import Document
-
     docs = [Document(f"d{i}", f"Person {i} lives in town {i}.", path=f"d{i}.md") for i in range(2)]
     return BuildJob(name, "c", docs, group_size=1, seed=0, min_version=s.version)
 
 
 def test_engines_sleep_before_the_step_and_wake_before_the_publish(session):
-    from tests.learner.conftest import random_samples
-
     s = session
     assert s.colocated and s.topo.bundles() == [{"CPU": 1.0}]  # one bundle: the learner and worker 0
     assert s.publish() == 0
@@ -219,9 +207,6 @@ def test_engines_sleep_before_the_step_and_wake_before_the_publish(session):
 
 
 def test_a_learner_call_past_its_limit_names_the_call_the_actor_and_the_key(session):
-    from librarian.cluster.waits import CallTimeoutError
-    from tests.learner.conftest import random_samples
-
     s = session
     limit = s.learner_cfg.call_timeout_s
     s.learner_cfg.call_timeout_s = 0.01  # a real step on the tiny model takes far longer

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from librarian.cluster.learner_group import LearnerGroupError, check_split
 from librarian.config import ConfigError, load_config
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.researcher.config import TrainResearcherConfig
@@ -77,8 +78,6 @@ def test_timeouts_are_checked():
 
 
 def test_a_learner_group_needs_one_sample_a_rank_whatever_the_engine():
-    from librarian.cluster.learner_group import LearnerGroupError, check_split
-
     check_split("step", 2, 2)  # DeepSpeed too: a rank with fewer samples than grad_accum makes fewer micro-batches
     with pytest.raises(LearnerGroupError, match=r"step: a batch of 1 samples cannot be split over 2 learner ranks "
                                                 r"\(learner\.workers\)"):

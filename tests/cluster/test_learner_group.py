@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from librarian.cluster import topology
+from librarian.cluster.learner_group import LearnerGroup, LearnerGroupError
+from librarian.cluster.learner_start import start_learner
 from librarian.learner import DeepSpeedConfig, LearnerConfig, LearnerError, LoraConfig
 from tests.learner.conftest import random_samples
 
@@ -48,9 +51,6 @@ def ray_session():
 
 def start(cfg: LearnerConfig):
     """A learner (group) through the pipelines' entry point, in a placement group of its own."""
-    from librarian.cluster import topology
-    from librarian.cluster.learner_start import start_learner
-
     topo = topology.Topology(topology.RayConfig(learner_cpus=1), topology.Resources(0.1), 1)
     topo.reserve()
     return start_learner(topo, BACKEND, OPTIONS, cfg, 1), topo
@@ -83,8 +83,6 @@ def single(ray_session):
 
 
 def test_torch_group_matches_one_learner_and_a_killed_rank_recovers(ray_session, single, tmp_path):
-    from librarian.cluster.learner_group import LearnerGroupError
-
     ray = ray_session
     group, topo = start(config("torch"))
     try:
@@ -158,8 +156,6 @@ def test_zero_group_matches_one_learner_and_resumes(stage, ray_session, single, 
 
 
 def test_bad_group_settings_are_named():
-    from librarian.cluster.learner_group import LearnerGroup, LearnerGroupError
-
     with pytest.raises(LearnerError, match="learner.workers must be >= 1"):
         config(workers=0)
     with pytest.raises(LearnerGroupError, match="at least 2 ranks"):

@@ -14,7 +14,11 @@ import time
 
 import pytest
 
+from librarian.cluster.actor_pool import ActorPool
+from librarian.cluster.learner_group import LearnerGroup, LearnerGroupError
 from librarian.cluster.waits import CallTimeoutError, learner_timeout, sft_steps
+from librarian.cluster.weight_sync import BroadcastNote, BroadcastSync, WeightSync, WeightSyncError, resolve
+from librarian.learner import LearnerConfig
 
 pytestmark = pytest.mark.slow
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -54,8 +58,6 @@ def _slow(ray, seconds: float):
 
 
 def test_a_publish_past_its_limit_names_the_call_the_actor_and_the_key(ray_session):
-    from librarian.cluster.weight_sync import WeightSync
-
     start = time.monotonic()
     with pytest.raises(CallTimeoutError, match=r"publish\(''\) on SlowLearner [0-9a-f]{8} did not finish within "
                                                r"1 s; raise rollout.sync_timeout_s"):
@@ -65,8 +67,6 @@ def test_a_publish_past_its_limit_names_the_call_the_actor_and_the_key(ray_sessi
 
 
 def test_a_missed_workers_pull_is_bounded_by_the_notes_limit(ray_session):
-    from librarian.cluster.weight_sync import BroadcastNote, resolve
-
     note = BroadcastNote(2, {}, _slow(ray_session, 60), timeout_s=1)
     with pytest.raises(CallTimeoutError, match=r"publish\(\) \(a missed broadcast's pull\) on SlowLearner .* "
                                                r"rollout.sync_timeout_s"):
@@ -74,9 +74,6 @@ def test_a_missed_workers_pull_is_bounded_by_the_notes_limit(ray_session):
 
 
 def test_opening_a_broadcast_group_is_bounded_on_the_workers_and_on_the_learner(ray_session):
-    from librarian.cluster.actor_pool import ActorPool
-    from librarian.cluster.weight_sync import BroadcastSync, WeightSyncError
-
     with ActorPool(SlowLearner, (60,), [{"num_cpus": 0.25}]) as stuck:
         with pytest.raises(WeightSyncError, match=r"asking for broadcast_ranks\(\): rollout worker 0 did not finish "
                                                   r"within 1 s \(rollout.sync_timeout_s\)"):
@@ -90,9 +87,6 @@ def test_opening_a_broadcast_group_is_bounded_on_the_workers_and_on_the_learner(
 
 def test_a_learner_group_whose_ranks_hang_stops_them_and_refuses_work_until_recover(ray_session):
     from ray.exceptions import RayActorError
-
-    from librarian.cluster.learner_group import LearnerGroup, LearnerGroupError
-    from librarian.learner import LearnerConfig
 
     group = LearnerGroup.__new__(LearnerGroup)  # the group's bookkeeping over two hanging "ranks"
     ranks = [_slow(ray_session, 0), _slow(ray_session, 0)]

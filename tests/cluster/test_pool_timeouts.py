@@ -14,6 +14,14 @@ import time
 
 import pytest
 
+from librarian.cluster import ProbeError, ProbePool
+from librarian.cluster.actor_pool import ActorPool, PoolError
+from librarian.cluster.learner_start import reserve_learners
+from librarian.cluster.probe_pool import ProbeConfig
+from librarian.cluster.rollout_pool import RolloutError, RolloutPool
+from librarian.cluster.rollout_worker import RolloutConfig
+from librarian.cluster.topology import RayConfig, Resources, Topology, TopologyError
+
 pytestmark = pytest.mark.slow
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
@@ -33,8 +41,6 @@ class Sleeper:
 
 
 def test_a_worker_no_node_can_place_fails_ready_with_its_request(ray_session):
-    from librarian.cluster.actor_pool import ActorPool, PoolError
-
     pool = ActorPool(Sleeper, (), [{"num_cpus": 0.5}, {"num_cpus": 0.5, "num_gpus": 1}], start_timeout_s=2)
     try:
         start = time.monotonic()
@@ -49,8 +55,6 @@ def test_a_worker_no_node_can_place_fails_ready_with_its_request(ray_session):
 
 
 def test_map_on_a_worker_that_never_starts_fails_after_the_start_timeout(ray_session):
-    from librarian.cluster.actor_pool import ActorPool, PoolError
-
     with ActorPool(Sleeper, (), [{"num_cpus": 0.5}, {"num_cpus": 0.5, "num_gpus": 1}], start_timeout_s=2,
                    call_timeout_s=600) as pool:  # no ready() first: map itself bounds the start
         start = time.monotonic()
@@ -62,11 +66,6 @@ def test_map_on_a_worker_that_never_starts_fails_after_the_start_timeout(ray_ses
 
 
 def test_probe_and_rollout_pools_name_their_own_keys(ray_session):
-    from librarian.cluster import ProbeError, ProbePool
-    from librarian.cluster.probe_pool import ProbeConfig
-    from librarian.cluster.rollout_pool import RolloutError, RolloutPool
-    from librarian.cluster.rollout_worker import RolloutConfig
-
     probes = ProbePool.of(ProbeConfig(workers=1, gpus_per_worker=1, start_timeout_s=1.5))  # the section's timeout
     try:
         assert probes.start_timeout_s == 1.5
@@ -89,8 +88,6 @@ def test_probe_and_rollout_pools_name_their_own_keys(ray_session):
 
 def _probe_config(**fields):
     """A `ProbeConfig` with fields set after construction (its own check would refuse them first)."""
-    from librarian.cluster.probe_pool import ProbeConfig
-
     cfg = ProbeConfig(workers=1)
     for k, v in fields.items():
         setattr(cfg, k, v)
@@ -98,8 +95,6 @@ def _probe_config(**fields):
 
 
 def test_a_hung_item_fails_map_but_queueing_does_not_count(ray_session):
-    from librarian.cluster.actor_pool import ActorPool, PoolError
-
     with ActorPool(Sleeper, (), [{"num_cpus": 0.5}], inflight=3, call_timeout_s=1.5) as pool:
         pool.ready()
         # three 1 s items queued on one worker: 3 s in all, yet none runs longer than 1.5 s
@@ -117,8 +112,6 @@ def test_a_hung_item_fails_map_but_queueing_does_not_count(ray_session):
 
 
 def test_call_all_times_out_too(ray_session):
-    from librarian.cluster.actor_pool import ActorPool, PoolError
-
     with ActorPool(Sleeper, (), [{"num_cpus": 0.5}] * 2, call_timeout_s=1) as pool:
         pool.ready()
         assert pool.call_all("work", 0.1) == [0.1, 0.1]
@@ -128,9 +121,6 @@ def test_call_all_times_out_too(ray_session):
 
 def test_a_placement_group_ray_cannot_place_names_its_bundles(ray_session):
     from ray.util.placement_group import placement_group_table
-
-    from librarian.cluster.learner_start import reserve_learners
-    from librarian.cluster.topology import RayConfig, Resources, Topology, TopologyError
 
     gpu = Topology(RayConfig(learner_cpus=1, learner_gpus=1, reserve_timeout_s=1.5), Resources(0.5), 1)
     with pytest.raises(TopologyError) as err:

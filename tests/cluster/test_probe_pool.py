@@ -12,6 +12,9 @@ from dataclasses import replace
 
 import pytest
 
+from librarian.cluster import ProbeError, ProbePool, init_ray
+from librarian.cluster.probe_pool import ProbeConfig
+from librarian.config import ConfigError
 from librarian.datasets import to_documents
 from librarian.datasets.kbgym.build import build_kbgym
 from librarian.rewards.probe_exam import ReaderSpec, run_local, snapshot_bytes, snapshot_key
@@ -23,8 +26,6 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def ray_session():
     import ray
-
-    from librarian.cluster import init_ray
 
     tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # socket paths must stay under 107 bytes
     init_ray(num_cpus=2, temp_dir=tmp)
@@ -43,8 +44,6 @@ def setup():
 
 
 def test_the_pool_agrees_with_the_plain_loop(ray_session, setup) -> None:
-    from librarian.cluster import ProbePool
-
     ws, questions, reference = setup
     with ProbePool(ReaderSpec(), workers=2, chunk=7) as pool:
         pids = pool.ready()
@@ -56,8 +55,6 @@ def test_the_pool_agrees_with_the_plain_loop(ray_session, setup) -> None:
 
 def test_many_snapshots_in_one_map_agree_with_one_plain_loop_each(ray_session, setup) -> None:
     """A step's snapshots go through one map (`run_many`); each gets what the plain loop gives it."""
-    from librarian.cluster import ProbePool
-
     ws, questions, reference = setup
     small = Workspace.from_documents([Document(n.id, n.text, path=n.path) for n in ws if n.kind == "raw"][:20],
                                      raw_policy="editable")
@@ -68,8 +65,6 @@ def test_many_snapshots_in_one_map_agree_with_one_plain_loop_each(ray_session, s
 
 
 def test_a_worker_killed_mid_batch_is_replaced_and_nothing_is_lost_or_doubled(ray_session, setup) -> None:
-    from librarian.cluster import ProbePool
-
     ws, questions, reference = setup
     seen: list[int] = []
     with ProbePool(ReaderSpec(), workers=2, chunk=5, inflight=2) as pool:
@@ -89,8 +84,6 @@ def test_a_worker_killed_mid_batch_is_replaced_and_nothing_is_lost_or_doubled(ra
 
 
 def test_more_deaths_than_max_restarts_fail_the_batch_with_a_clear_error(ray_session, setup) -> None:
-    from librarian.cluster import ProbeError, ProbePool
-
     ws, questions, _ = setup
     with ProbePool(ReaderSpec(), workers=1, chunk=5, max_restarts=0) as pool:
         pool.ready()
@@ -104,10 +97,6 @@ def test_more_deaths_than_max_restarts_fail_the_batch_with_a_clear_error(ray_ses
 
 
 def test_pool_arguments_are_checked(ray_session) -> None:
-    from librarian.cluster import ProbeError, ProbePool
-    from librarian.cluster.probe_pool import ProbeConfig
-    from librarian.config import ConfigError
-
     with pytest.raises(ProbeError, match="workers, chunk and inflight"):
         ProbePool(ReaderSpec(), workers=0)
     with pytest.raises(ProbeError, match="gpus_per_worker"):
@@ -118,9 +107,6 @@ def test_pool_arguments_are_checked(ray_session) -> None:
 
 def test_a_probe_section_is_the_workers_reader_spec(ray_session, setup) -> None:
     """`ProbePool.of(section)`: the section's reader fields reach the workers (a smaller budget, other answers)."""
-    from librarian.cluster import ProbePool
-    from librarian.cluster.probe_pool import ProbeConfig
-
     ws, questions, _ = setup
     section = ProbeConfig(budget=1, workers=1, chunk=4)
     with ProbePool.of(section) as pool:
@@ -133,8 +119,6 @@ def test_a_probe_section_is_the_workers_reader_spec(ray_session, setup) -> None:
 def test_gpus_per_worker_reaches_ray(ray_session) -> None:
     """On a cluster without GPUs a probe worker that needs one stays pending: the request reached Ray."""
     from ray.exceptions import GetTimeoutError
-
-    from librarian.cluster import ProbePool
 
     pool = ProbePool(ReaderSpec(), workers=1, gpus_per_worker=1)
     try:

@@ -3,6 +3,7 @@ one workspace rebuild per hash, and the rollout pool running it on a real local 
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import replace
@@ -22,12 +23,19 @@ from librarian.cluster.researcher_worker import (
     workspace_folders,
     workspace_paths,
 )
+from librarian.cluster.rollout_pool import RolloutPool
+from librarian.config import load_config
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_arms import build_store
 from librarian.evaluation.memory_tasks import memorygym_task
-from librarian.pipelines.researcher.steps import hint_input
+from librarian.models.constrained import compiler_for
+from librarian.pipelines.researcher.config import TrainResearcherConfig
+from librarian.pipelines.researcher.data import build_stores, load_task
+from librarian.pipelines.researcher.steps import canonical_ref, hint_input, verify
 from librarian.rewards.source_recall import source_recall
+from librarian.roles.definitions import jam_researcher
 from librarian.roles.probing_env import snapshot
+from librarian.roles.researcher import ResearchEnv
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -127,8 +135,6 @@ def test_workspace_is_rebuilt_once_per_hash_and_checked(worker, memory):
 def test_pool_runs_researcher_workers_with_the_workspace_in_the_object_store(memory):
     import ray
 
-    from librarian.cluster.rollout_pool import RolloutPool
-
     ray.init(num_cpus=2, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),
              log_to_driver=False, configure_logging=False)
     try:
@@ -151,14 +157,6 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
     turn the SFT teacher writes (the calls, the thought, the finalize, the forced one included) must be one
     the student's grammar accepts, and the teacher must still find the gold sessions and the answer."""
     import xgrammar as xgr
-
-    from librarian.config import load_config
-    from librarian.models.constrained import compiler_for
-    from librarian.pipelines.researcher.config import TrainResearcherConfig
-    from librarian.pipelines.researcher.data import build_stores, load_task
-    from librarian.pipelines.researcher.steps import canonical_ref, verify
-    from librarian.roles.definitions import jam_researcher
-    from librarian.roles.researcher import ResearchEnv
 
     cfg = load_config(TrainResearcherConfig, [], config_file="configs/researcher_learning.yaml")
     task, train, _ = load_task(cfg)
@@ -196,13 +194,7 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
 
 def test_the_grammar_lets_open_name_only_folders_browse_only_files_and_search_only_real_pages(worker, memory):
     """Calls the tools would refuse (browse a folder, open a file, page 67162399) are not sentences."""
-    import json
-
     import xgrammar as xgr
-
-    from librarian.models.constrained import compiler_for
-    from librarian.roles.definitions import jam_researcher
-    from librarian.roles.researcher import ResearchEnv
 
     ws = memory[0]
     paths, folders = workspace_paths(ws), workspace_folders(ws)

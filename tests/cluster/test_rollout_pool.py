@@ -16,6 +16,15 @@ import pytest
 
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
+from librarian.cluster.faults import CrashPlan
+from librarian.cluster.rollout_pool import RolloutPool
+from librarian.cluster.topology import RayConfig, Resources, Topology, TopologyError
+from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig
+from librarian.learner.weights import WeightsPayload
+from librarian.models.hf import tiny_llama
+from librarian.pipelines.builder.corpora import make_corpora
+from librarian.rewards.construction import RewardConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -27,19 +36,12 @@ RAY_CPUS = 4  # the `ray_session` fixture (tests/conftest.py)
 
 @pytest.fixture(scope="module")
 def corpus():
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-    from librarian.pipelines.builder.corpora import make_corpora
-
     kb = build_kbgym(people=60, seed=1, sizes=SplitSizes(train=30, test_in=20, test_out=10, eval_in=5, eval_out=5))
     return make_corpora(kb, 1, questions=2, docs=8, splits=("train",), seed=1, prefix="c")[0]
 
 
 @pytest.fixture(scope="module")
 def pool(ray_session):
-    from librarian.cluster.faults import CrashPlan
-    from librarian.cluster.rollout_pool import RolloutPool
-    from librarian.rewards.construction import RewardConfig
-
     plan = CrashPlan(jobs=["x1"], hang_jobs=["h0"], marker_dir=str(MARKERS), after_episodes=2)
     spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=2, max_new_tokens=8, torch_threads=1, crash=plan,
                                 constrained=False, content_executor="none")
@@ -61,10 +63,6 @@ def _texts(batch):
 
 def _payload(version):
     """A LoRA payload for the same tiny base model, its adapter moved away from the identity."""
-    from librarian.learner import Learner, LearnerConfig, LoraConfig
-    from librarian.learner.weights import WeightsPayload
-    from librarian.models.hf import tiny_llama
-
     backend = tiny_llama(seed=0)
     learner = Learner(backend.model, LearnerConfig(lora=LoraConfig(rank=4, alpha=8)), pad_id=backend.pad_id)
     _, payload = learner.publish_weights()
@@ -73,8 +71,6 @@ def _payload(version):
 
 @pytest.mark.slow
 def test_weight_sync_changes_the_policy_and_never_goes_back(ray_session, pool, corpus):
-    from librarian.learner import LearnerError
-
     ray = ray_session
     before = pool.run(_jobs(corpus, ["a0"]))
     assert before["a0"][0].policy_version == -1
@@ -128,8 +124,6 @@ def _kill_hung(ray, pool, marker: Path) -> None:
 
 
 def test_placement_group_holds_learner_and_rollout_bundles(ray_session):
-    from librarian.cluster.topology import RayConfig, Resources, Topology, TopologyError
-
     topo = Topology(RayConfig(learner_cpus=0.25, strategy="PACK"), Resources(0.25), workers=2)
     assert topo.bundles() == [{"CPU": 0.25}] * 3
     topo.reserve(timeout_s=60)

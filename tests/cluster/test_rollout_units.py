@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -12,18 +14,23 @@ from hypothesis import strategies as st
 from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
+from librarian.config import load_config
+from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+from librarian.models.constrained import compiler_for
+from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.builder.corpora import make_corpora, task_corpora
+from librarian.rewards import discounted_return
 from librarian.rewards.construction import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
 from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
+from librarian.roles import ToolContext, ToolEnv, librarian_builder
 from librarian.roles.probing_env import snapshot
+from librarian.workspace import Workspace
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-    from librarian.pipelines.builder.corpora import make_corpora
-
     kb = build_kbgym(people=60, seed=1, sizes=SplitSizes(train=30, test_in=20, test_out=10, eval_in=5, eval_out=5))
     return make_corpora(kb, 1, questions=2, docs=10, splits=("train",), seed=1, prefix="c")[0]
 
@@ -56,9 +63,6 @@ def test_teacher_build_has_tokens_probes_and_changes_the_store(builds):
 
 @pytest.mark.parametrize("gamma", [1.0, 0.9])
 def test_per_turn_rewards_telescope_to_the_sparse_reward(builds, corpus, gamma):
-    from librarian.rewards import discounted_return
-    from librarian.workspace import Workspace
-
     cfg = RewardConfig(every=2, max_probes=3, terminal="delta", alpha=0.01, gamma=gamma, lambda_tok=0.5,
                        tok_scale=100.0)
     probes = _service(corpus, cfg)
@@ -129,9 +133,6 @@ def test_hints_reach_training_rollouts_only(corpus):
 def test_constrained_builds_name_only_existing_folders_and_documents(corpus):
     """Under the grammar, `list` may name only the folders the workspace has and `sources` only its documents:
     a policy cannot spend actions on paths that are not there."""
-    import json
-    import re
-
     spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=3, max_new_tokens=100, constrained=True,
                                 content_executor="extractive", tool_listing="signatures")
     worker = BuilderRolloutWorker(spec, RewardConfig(every=1, max_probes=0))
@@ -165,13 +166,6 @@ def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar
     produce (arguments in another order, a path it refuses) trains the student on calls it will never make:
     on the headroom preset's task every teacher turn, the key index's merge included, must be accepted."""
     import xgrammar as xgr
-
-    from librarian.config import load_config
-    from librarian.models.constrained import compiler_for
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-    from librarian.pipelines.builder.corpora import task_corpora
-    from librarian.roles import ToolContext, ToolEnv, librarian_builder
-    from librarian.workspace import Workspace
 
     cfg = load_config(TrainBuilderConfig, [], config_file="configs/learning_builder.yaml")
     corpus = task_corpora(cfg.data, exam=False)[1][0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from librarian.datasets import DatasetError
@@ -111,9 +113,6 @@ def test_bright(tmp_path):
 
 
 def test_bright_reference_answers_file(tmp_path):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     root = write_bright(tmp_path / "BRIGHT")
     pq.write_table(pa.Table.from_pylist([{"query": "q", "id": "0", "excluded_ids": [], "gold_ids": [],
                                           "gold_answer": "N/A"}]), root / "examples" / "biology-00000-of-00001.parquet")

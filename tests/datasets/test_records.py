@@ -17,6 +17,7 @@ from librarian.datasets import (
     write_parquet,
 )
 from librarian.datasets.records import corpus_from_table, corpus_table, question_table, questions_from_table
+from librarian.datasets.splits import take_balanced
 
 
 def _bundle() -> Bundle:
@@ -62,9 +63,6 @@ def test_to_documents_carries_origin_and_provenance():
 
 
 def test_take_balanced_takes_classes_in_turn() -> None:
-    from librarian.datasets import Question
-    from librarian.datasets.splits import take_balanced
-
     qs = [Question(f"q{c}{i}", "?", ["a"], "train", f"QC{c}", "t", "kb") for c in (1, 2, 3) for i in range(4)]
     picked = take_balanced(qs, 5)
     assert [q.qclass for q in picked] == ["QC1", "QC2", "QC3", "QC1", "QC2"]

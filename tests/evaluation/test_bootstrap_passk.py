@@ -1,5 +1,6 @@
 """Bootstrap CIs and unbiased pass@k."""
 
+import json
 import math
 from fractions import Fraction
 
@@ -8,6 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from librarian.evaluation.learning_curves import (
+    gain_over_control,
+    plot_learning,
+    pool_report,
+    pooled_gain_over_control,
+    reward_gain,
+    rewards_by_step,
+    shared_warm_start,
+)
 from librarian.evaluation.metrics import (
     bootstrap_ci,
     cluster_bootstrap_ci,
@@ -15,6 +25,7 @@ from librarian.evaluation.metrics import (
     paired_bootstrap_ci,
     pass_at_k,
 )
+from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
 
 values = st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=25)
 
@@ -123,10 +134,6 @@ def test_pass_at_k_paper_setting_and_errors():
 
 
 def test_unpaired_difference_ci_covers_a_known_difference_and_detects_a_shift():
-    import numpy as np
-
-    from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
-
     rng = np.random.default_rng(0)
     covered = 0
     for k in range(200):
@@ -141,10 +148,6 @@ def test_unpaired_difference_ci_covers_a_known_difference_and_detects_a_shift():
 
 
 def test_reward_gain_and_plot_from_trajectories(tmp_path):
-    import json
-
-    from librarian.evaluation.learning_curves import plot_learning, reward_gain, rewards_by_step
-
     rows = [{"step": s, "reward": float(s >= 3 and k < 3)} for s in range(6) for k in range(4)]
     (tmp_path / "trajectories.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
     per_step = rewards_by_step(tmp_path, lambda row: row["reward"])
@@ -157,11 +160,6 @@ def test_reward_gain_and_plot_from_trajectories(tmp_path):
 
 
 def test_gain_over_control_pairs_builds_by_step():
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-
-    from librarian.evaluation.learning_curves import gain_over_control
-
     control = {s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)}  # corpus difficulty alternates by step
     better = {s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else control[s]) for s in range(6)}
     out = gain_over_control(better, control)
@@ -183,10 +181,6 @@ def test_gain_over_control_pairs_builds_by_step():
 
 
 def test_pooled_gain_over_control_keeps_each_pairs_steps_apart_and_leaves_out_each_first_step(tmp_path):
-    import json
-
-    from librarian.evaluation.learning_curves import gain_over_control, pool_report, pooled_gain_over_control
-
     control = {s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)}
     better = {s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else [0.0] * 4) for s in range(6)}
     one = pooled_gain_over_control([(better, control)])
@@ -218,8 +212,6 @@ def test_pooled_gain_over_control_keeps_each_pairs_steps_apart_and_leaves_out_ea
 
 
 def test_shared_warm_start_points_the_control_at_the_runs_saved_sft_unless_one_is_named(tmp_path):
-    from librarian.evaluation.learning_curves import shared_warm_start
-
     assert shared_warm_start(tmp_path, []) == []  # the run saved none (SFT off, or not run yet)
     folder = tmp_path / "run" / "checkpoints" / "sft"
     folder.mkdir(parents=True)

@@ -16,6 +16,8 @@ Anything else (export, curl, sed, ...) is checked by `bash -n` alone.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import shlex
 import subprocess
@@ -23,6 +25,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
+
+from librarian.cli import COMMANDS
+from librarian.config import ConfigError, load_config
 from librarian.pipelines import plan_job
 from librarian.pipelines.ablate import config as ablate_config
 from librarian.pipelines.demo.demo import DemoConfig
@@ -247,8 +253,6 @@ def _positionals(args: list[str], valued: tuple[str, ...]) -> Iterator[str]:
 
 def parse_click(group, name: str, args: list[str]):
     """Parse `args` with a click command tree exactly as the CLI would, without running it."""
-    import click
-
     try:
         ctx = group.make_context(name, list(args))
         cmd = group
@@ -268,8 +272,6 @@ def parse_click(group, name: str, args: list[str]):
 
 def config_loader(name: str):
     """(load(args) -> config, extra check or None) for a `librarian` command driven by a config class."""
-    from librarian.config import load_config
-
     if name == "ablate":
         def load_ablate(args: list[str]):
             cfg = ablate_config.load(args)
@@ -296,10 +298,6 @@ def config_loader(name: str):
 
 def run_plan(args: list[str]) -> None:
     """`librarian plan` starts nothing, so it runs for real: the job must fit the cluster files it names."""
-    import contextlib
-    import io
-
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         code = plan_job.main(args)
@@ -310,9 +308,6 @@ def run_plan(args: list[str]) -> None:
 
 def check_librarian(args: list[str], checker: Checker) -> None:
     """The command exists and is built; its config files exist; every key=value is a valid config key."""
-    from librarian.cli import COMMANDS
-    from librarian.config import ConfigError
-
     if not args:
         raise CommandError("librarian needs a command")
     name, rest = args[0], list(args[1:])

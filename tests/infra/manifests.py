@@ -15,6 +15,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+import kubernetes_validate as kv
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +35,6 @@ def yaml_docs(path: Path) -> list[Any]:
 # --- Ray cluster launcher ------------------------------------------------------------------------------------
 def launcher_problems(config: dict) -> list[str]:
     """Ray's own schema and config checks (offline), plus what this project's node types need."""
-    import jsonschema
     import ray.autoscaler
     from ray.autoscaler._private.util import prepare_config, validate_config
 
@@ -70,8 +71,6 @@ def launcher_problems(config: dict) -> list[str]:
 # --- Kubernetes core objects ---------------------------------------------------------------------------------
 def k8s_problems(doc: dict, where: str) -> list[str]:
     """Strict schema validation of one core object."""
-    import kubernetes_validate as kv
-
     try:
         kv.validate(doc, K8S_VERSION, strict=True)
     except kv.ValidationError as exc:

@@ -5,30 +5,27 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
+import torch  # noqa: TID253
+
+from librarian.learner import PolicySample
+from librarian.models.hf import tiny_llama
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def tiny_model(seed: int = 0):
-    from librarian.models.hf import tiny_llama
-
     return tiny_llama(seed=seed).model
 
 
 @pytest.fixture(scope="session")
 def pad_id() -> int:
-    from librarian.models.hf import tiny_llama
-
     return tiny_llama(seed=0).pad_id
 
 
 def random_samples(n: int = 4, seed: int = 0, prompt: int = 5, vocab: int = 2000):
     """`n` sequences: a prompt then generated tokens, advantages alternating in sign, old log-probs near the
     tiny model's (about -log(vocab))."""
-    from librarian.learner import PolicySample
-
     g = torch.Generator().manual_seed(seed)
     out = []
     for i in range(n):

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-import torch
+import torch  # noqa: TID253
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner import LearnerError, PolicySample, collate, group_samples, multi_turn_grpo
 from librarian.learner.batch import split

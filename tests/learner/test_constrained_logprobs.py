@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner import Learner, LearnerConfig
-from librarian.learner.batch import samples_from_trajectory
+from librarian.learner.batch import collate, samples_from_trajectory
 from librarian.learner.config import LoraConfig
 from librarian.learner.losses import token_logprobs
 from librarian.models.base import SamplingParams
@@ -38,8 +38,6 @@ def _episodes(backend, constrained: bool, group: int = 3, budget: int = 2, seed:
 
 def _learner_logprobs(learner: Learner, samples) -> list[torch.Tensor]:
     """The learner's log-probs of each sample's generated tokens (the computation its loss uses)."""
-    from librarian.learner.batch import collate
-
     batch = collate(samples, learner.pad_id)
     t, first = learner._targets(batch)
     with torch.no_grad():
@@ -96,7 +94,6 @@ def test_without_the_masks_the_logprobs_disagree():
     backend = tiny_llama(seed=4)
     trajs = _episodes(backend, constrained=True, group=2, budget=1)
     samples = [s for traj in trajs for s in samples_from_trajectory(traj, {t.index: 1.0 for t in traj.turns})]
-    from librarian.learner.batch import collate
 
     learner = Learner(backend.model, LearnerConfig(lora=LoraConfig(enabled=False)), pad_id=backend.pad_id,
                       tokenizer=backend.tokenizer)

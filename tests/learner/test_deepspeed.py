@@ -8,6 +8,8 @@ import shutil
 import pytest
 
 from librarian.learner import DeepSpeedConfig, Learner, LearnerConfig, LearnerError, LoraConfig
+from librarian.learner.deepspeed_engine import ds_config
+from librarian.learner.sft import fine_tune
 from tests.learner.conftest import random_samples, tiny_model
 
 pytestmark = pytest.mark.slow  # DeepSpeed start-up; its shm op is JIT-built once into build/torch_extensions
@@ -55,8 +57,6 @@ def test_bf16_section_and_float32_master_weights(pad_id):
     float32 master partition takes the update (lr 1e-6 moves it; the bf16 copy of such weights cannot)."""
     import torch
 
-    from librarian.learner.deepspeed_engine import ds_config
-
     cfg = LearnerConfig(engine="deepspeed", lr=1e-6, lora=LoraConfig(enabled=False), precision="bf16")
     assert ds_config(cfg)["bf16"] == {"enabled": True} and "bf16" not in ds_config(LearnerConfig())
     learner = Learner(tiny_model(0), cfg, pad_id)
@@ -72,8 +72,6 @@ def test_bf16_section_and_float32_master_weights(pad_id):
 def test_sft_with_a_short_last_batch_and_a_token_budget_match_the_torch_engine(pad_id):
     """5 samples in batches of 2 (the last has 1, fewer than grad_accum) and a GRPO step whose token budget
     makes 3 micro-batches: DeepSpeed runs both and agrees with the torch engine."""
-    from librarian.learner.sft import fine_tune
-
     samples = random_samples(5, seed=2)
     runs = {}
     for engine in ("torch", "deepspeed"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner import constraints
 from librarian.learner.batch import PolicySample

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig, LossConfig, load_weights
 from librarian.learner.losses import token_logprobs
 from librarian.models import SamplingParams
+from librarian.models.hf import tiny_llama
 from tests.learner.conftest import random_samples, tiny_model
 
 LORA = LoraConfig(rank=4, alpha=8)
@@ -62,8 +63,6 @@ def test_sequence_logprobs_sum_each_samples_trained_tokens(pad_id):
 
 
 def test_a_rollout_backend_that_loads_the_published_adapter_computes_what_the_learner_computes(pad_id):
-    from librarian.models.hf import tiny_llama
-
     learner = make(pad_id, lr=2e-2)
     rollout = tiny_llama(seed=0)
     sample = random_samples(1)[0]
@@ -84,8 +83,6 @@ def test_a_rollout_backend_that_loads_the_published_adapter_computes_what_the_le
 
 
 def test_full_weights_are_published_and_loaded_without_lora(pad_id):
-    from librarian.models.hf import tiny_llama
-
     learner = make(pad_id, lora=LoraConfig(enabled=False), lr=1e-3)
     learner.step(random_samples(2))
     version, payload = learner.publish_weights()
@@ -146,8 +143,6 @@ def test_fewer_samples_than_grad_accum_is_the_same_update(pad_id):
 @pytest.mark.parametrize("lora", [LoraConfig(enabled=False), LoraConfig(rank=4, alpha=8)])
 def test_gradient_checkpointing_gives_the_same_step(pad_id, lora):
     """Checkpointing recomputes activations; the loss and the update are those of the plain step."""
-    import torch
-
     plain = Learner(tiny_model(0), LearnerConfig(lr=1e-2, lora=lora), pad_id)
     ckpt = Learner(tiny_model(0), LearnerConfig(lr=1e-2, lora=lora, gradient_checkpointing=True), pad_id)
     a, b = plain.step(random_samples(4)), ckpt.step(random_samples(4))

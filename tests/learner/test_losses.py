@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -5,10 +5,10 @@ tensor the size of the batch's logits."""
 from __future__ import annotations
 
 import pytest
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+import torch  # noqa: TID253
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: TID253
 
-from librarian.learner import Learner, LearnerConfig, LoraConfig
+from librarian.learner import Learner, LearnerConfig, LoraConfig, LossConfig, PolicySample
 from librarian.learner.batch import collate, micro_batches, padded_tokens, spread
 from librarian.learner.losses import token_logprobs
 from tests.learner.conftest import tiny_model
@@ -35,8 +35,6 @@ class LargestTensor(TorchDispatchMode):
 
 def mixed_samples(n: int = 6, seed: int = 0):
     """Samples of different lengths (a prompt, then 4 to 14 generated tokens)."""
-    from librarian.learner import PolicySample
-
     g = torch.Generator().manual_seed(seed)
     out = []
     for i in range(n):
@@ -129,8 +127,6 @@ def test_token_budget_micro_batches_hold_every_sample_once_within_the_budget():
 
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
 def test_token_budget_gives_the_gradient_of_one_batch(pad_id, agg):
-    from librarian.learner import LossConfig
-
     samples = mixed_samples(7, seed=1)
     one = learner(pad_id, loss=LossConfig(agg_mode=agg))
     budgeted = learner(pad_id, loss=LossConfig(agg_mode=agg), max_tokens_per_micro_batch=40)
@@ -171,8 +167,6 @@ def test_fp32_precision_casts_a_bf16_model_to_float32(pad_id):
 def test_a_micro_batch_without_trained_tokens_still_steps(pad_id):
     """A sample whose loss mask is all 0 (nothing generated) alone in a micro-batch: no positions to project,
     and the step is that of the other samples."""
-    from librarian.learner import PolicySample
-
     idle = PolicySample(tuple(range(10, 20)), (0,) * 10, (0.0,) * 10, (0.0,) * 10)
     samples = mixed_samples(3)
     (m_with, g_with), (m_without, g_without) = (step_gradients(learner(pad_id, grad_accum=4), [idle, *samples]),

@@ -4,9 +4,18 @@ frozen during GRPO, kept by checkpoints; LoRA (a frozen second adapter) and full
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
-from librarian.learner import DeepSpeedConfig, Learner, LearnerConfig, LoraConfig, LossConfig, lora
+from librarian.cluster.learner_actor import LearnerActor
+from librarian.learner import (
+    DeepSpeedConfig,
+    Learner,
+    LearnerConfig,
+    LoraConfig,
+    LossConfig,
+    PolicySample,
+    lora,
+)
 from librarian.learner.sft import fine_tune
 from tests.learner.conftest import random_samples, tiny_model
 
@@ -23,8 +32,6 @@ def make(pad_id, lora_cfg=LORA, loss=KL, engine="torch", **kw):
 
 def sft_samples():
     """Verified-trajectory style samples (advantage 1 on generated tokens)."""
-    from librarian.learner import PolicySample
-
     return [PolicySample(s.token_ids, s.loss_mask, s.old_logprobs, tuple(float(m) for m in s.loss_mask))
             for s in random_samples(4, seed=3)]
 
@@ -146,8 +153,6 @@ def test_full_weights_with_kl_train(pad_id):
 
 def test_the_learner_actor_sft_freezes_the_reference():
     """Both pipelines' warm starts go through `LearnerActor.sft`."""
-    from librarian.cluster.learner_actor import LearnerActor
-
     actor = LearnerActor("hf", {"model": "tiny", "seed": 0}, LearnerConfig(lr=5e-2, lora=LORA, loss=KL))
     assert not actor.learner.reference_frozen
     history = actor.sft(sft_samples(), epochs=1, batch_size=2)

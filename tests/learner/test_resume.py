@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig
 from tests.learner.conftest import random_samples, tiny_model

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig
@@ -53,8 +55,6 @@ def test_nothing_verified_is_a_clear_error(pad_id):
 
 def test_a_grpo_step_with_zero_advantages_after_sft_leaves_the_weights(pad_id):
     """SFT's AdamW moments are reset: a GRPO step with no signal must not keep moving the SFT weights."""
-    import dataclasses
-
     import torch
 
     trajs = [teacher_trajectory(True, k) for k in range(4)]

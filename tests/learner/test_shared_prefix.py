@@ -4,7 +4,7 @@ pure functions that find and cut the openings."""
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,12 +6,12 @@ import os
 
 import pytest
 
+from librarian.models.hf import tiny_llama
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")
 def tiny():
-    from librarian.models.hf import tiny_llama
-
     return tiny_llama(seed=0)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.models.base import BackendError
 from librarian.models.constrained import (
+    ARGUMENT_CAPS,
+    MAX_STRING,
     PATH_PATTERN,
     compact_schema,
     compiler_for,
     tool_call_grammar,
+    tool_enums,
     unpack_bitmask,
 )
 from librarian.models.hf import smollm2_tokenizer
@@ -95,8 +98,6 @@ def test_unpack_bitmask_matches_bits():
 
 
 def test_a_tool_named_enum_holds_only_that_tools_argument():
-    from librarian.models.constrained import tool_enums
-
     enums = {"path": ["x"], "open.path": ["a/b.md"], "sources": ["facts/d1"]}
     assert tool_enums(enums, "open") == {"path": ["a/b.md"], "sources": ["facts/d1"]}
     assert tool_enums(enums, "ls") == {"path": ["x"], "sources": ["facts/d1"]}
@@ -119,8 +120,6 @@ def test_grammar_keeps_the_schemas_argument_order():
 
 def test_a_content_argument_gets_its_own_cap():
     """`context` (the researcher's handover) is capped at ARGUMENT_CAPS, names at MAX_STRING."""
-    from librarian.models.constrained import ARGUMENT_CAPS, MAX_STRING
-
     schema = params(["context", "query"], context={"type": "string"}, query={"type": "string"})
     props = compact_schema(schema)["properties"]
     assert props["context"]["maxLength"] == ARGUMENT_CAPS["context"] > MAX_STRING == props["query"]["maxLength"]

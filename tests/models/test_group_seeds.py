@@ -18,6 +18,12 @@ import pytest
 
 from librarian.models import SamplingParams
 from librarian.models.base import derive_seed
+from librarian.models.chat import end_token_ids
+from librarian.models.hf import smollm2_tokenizer
+from librarian.models.openai import OpenAIBackend
+from librarian.models.vllm_backend import VLLMBackend
+from librarian.models.vllm_engine import VLLMEngine
+from librarian.models.vllm_protocol import EngineConfig
 
 CONV = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say something."}]
 
@@ -56,11 +62,6 @@ class FakeEngine:
 
 
 def fake_vllm_backend() -> Any:
-    from librarian.models.chat import end_token_ids
-    from librarian.models.hf import smollm2_tokenizer
-    from librarian.models.vllm_backend import VLLMBackend
-    from librarian.models.vllm_protocol import EngineConfig
-
     backend = object.__new__(VLLMBackend)  # no engine process: the wire is what is under test
     backend.tokenizer = smollm2_tokenizer()
     backend.end_ids = end_token_ids(backend.tokenizer)
@@ -125,8 +126,6 @@ def _lp() -> Any:
 
 
 def test_the_engine_makes_one_seeded_request_per_sample_and_bans_other_ends_under_a_grammar(monkeypatch):
-    from librarian.models.vllm_engine import VLLMEngine
-
     made = fake_vllm_module(monkeypatch)
     engine = object.__new__(VLLMEngine)
     engine.llm, engine.lora = FakeLLM(), None
@@ -151,8 +150,6 @@ def test_the_engine_makes_one_seeded_request_per_sample_and_bans_other_ends_unde
 
 
 def test_the_openai_backend_seeds_each_conversation_of_a_call_distinctly():
-    from librarian.models.openai import OpenAIBackend
-
     client = OpenAIBackend("http://127.0.0.1:9/v1", "m")
     params = SamplingParams(n=2, seed=5)
     bodies = [client.request_body(CONV, None, params, index=i) for i in range(4)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import socket
 import threading
 import time
@@ -12,8 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from librarian.models import BackendError, SamplingParams, make_backend
-from librarian.models.openai import OpenAIBackend
+from librarian.models.hf import smollm2_tokenizer
+from librarian.models.openai import OpenAIBackend, wire_messages
 from librarian.models.openai_server import serve
+from librarian.roles.tool_calls import parse_tool_calls
 
 CONV = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say something."},
         {"role": "assistant", "content": "<tool_call>{}</tool_call>"}, {"role": "tool", "content": "result text"}]
@@ -29,7 +32,6 @@ def test_greedy_completion_matches_the_backend_token_for_token(server, tiny):
     client = OpenAIBackend(server.url, "tiny", timeout_s=60, max_retries=0)
     params = SamplingParams(n=2, max_new_tokens=12, temperature=0.0)
     remote = client.generate([CONV], None, params)[0]
-    from librarian.models.openai import wire_messages
 
     local = tiny.generate([wire_messages(CONV)], None, params)[0]
     assert len(remote) == 2
@@ -56,7 +58,6 @@ def test_tools_are_sent_to_the_server_and_rendered_there(server):
     assert body["tools"] == tools and body["tool_choice"] == "none"
     assert body["messages"][-1] == {"role": "user", "content": "<tool_response>\nresult text\n</tool_response>"}
     sample = client.generate([CONV], tools, SamplingParams(max_new_tokens=3, seed=0))[0][0]
-    from librarian.models.hf import smollm2_tokenizer
 
     prompt = smollm2_tokenizer().decode(list(sample.prompt_token_ids))
     assert '"name": "lookup"' in prompt and "<tool_response>" in prompt
@@ -195,8 +196,6 @@ def test_a_body_that_is_not_json_is_named(recorder):
 
 
 def test_a_backend_pickles_before_and_after_use(recorder):
-    import pickle
-
     handler, url = recorder
     handler.reply = (200, json.dumps({"choices": [{"index": 0, "message": {"content": "x"}}]}).encode())
     client = OpenAIBackend(url, "m", max_retries=0)
@@ -233,8 +232,6 @@ def _malformed(tool_calls) -> dict:
     (["read"], "a tool call is a str, not an object"),
 ])
 def test_a_malformed_tool_call_is_the_backends_error_in_that_sample(calls, message):
-    from librarian.roles.tool_calls import parse_tool_calls
-
     sample = OpenAIBackend("http://127.0.0.1:1/v1", "m")._sample(_malformed(calls), (), SamplingParams())
     assert len(sample.extra["errors"]) == 1 and message in sample.extra["errors"][0]
     assert sample.extra["errors"][0].startswith("http://127.0.0.1:1/v1/chat/completions: ")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner import Learner, LearnerConfig, LoraConfig, WeightsPayload, outcome_grpo
 from librarian.learner import lora as peft_lora

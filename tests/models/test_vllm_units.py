@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
+import torch  # noqa: TID253
+from omegaconf import OmegaConf
+from safetensors.torch import load_file  # noqa: TID253
 
+from librarian.learner import LearnerConfig
 from librarian.models import BACKENDS, BackendError
+from librarian.models.vllm_backend import VLLMBackend
+from librarian.models.vllm_client import EngineProcess
+from librarian.models.vllm_models import tiny_llama_folder
 from librarian.models.vllm_protocol import (
     EngineConfig,
     ProtocolError,
@@ -101,28 +108,15 @@ def test_full_weights_with_tied_tensors_are_written_and_described(tmp_path):
 
 
 def test_missing_vllm_environment_and_bad_models_are_named(tmp_path):
-    from librarian.models.vllm_client import EngineProcess
-    from librarian.models.vllm_models import tiny_llama_folder
-
     with pytest.raises(BackendError, match="make vllm-env"):
         EngineProcess(EngineConfig(model=str(tmp_path)), tmp_path / "no-python")
     with pytest.raises(BackendError, match="head_dim >= 32"):
         tiny_llama_folder(hidden=64, heads=4, root=tmp_path)
     with pytest.raises(BackendError, match="mode must be"):
-        from librarian.models.vllm_backend import VLLMBackend
-
         VLLMBackend("tiny", mode="remote")
 
 
 def test_the_cluster_preset_names_only_real_backend_and_learner_options():
-    import inspect
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from librarian.learner import LearnerConfig
-    from librarian.models.vllm_backend import VLLMBackend
-
     cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "configs" / "cluster.yaml")
     accepted = set(inspect.signature(VLLMBackend.__init__).parameters) - {"self"}
     for section in ("rollout", "probe"):

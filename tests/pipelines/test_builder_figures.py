@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from librarian.cluster.builder_jobs import RolloutRecord
+from librarian.learner import LearnerConfig
 from librarian.pipelines.builder.exam import utility_figures
-from librarian.rl.samples import nonzero_group_fraction, valid_call_rate
+from librarian.pipelines.builder.steps import sft_verified
+from librarian.rewards.construction import RolloutRewards
+from librarian.rl.samples import nonzero_group_fraction, policy_samples, valid_call_rate
+from librarian.rl.task import Scored
 from librarian.roles.trajectory import Trajectory, TurnRecord
 
 
@@ -40,11 +44,6 @@ def test_utility_figures_give_means_cis_and_paired_differences():
 
 
 def test_filtering_flat_groups_keeps_the_other_groups_samples_and_advantages_unchanged():
-    from librarian.learner import LearnerConfig
-    from librarian.rewards.construction import RolloutRewards
-    from librarian.rl.samples import policy_samples
-    from librarian.rl.task import Scored
-
     def record(job: str, i: int) -> RolloutRecord:
         traj = Trajectory("builder", "t", 2, turns=[_turn(0, 1, 0), _turn(1, 1, 0)])
         return RolloutRecord(job, "c0", i, traj, 0, {}, b"", [1.0, 1.0], 0)
@@ -67,8 +66,6 @@ def test_filtering_flat_groups_keeps_the_other_groups_samples_and_advantages_unc
 
 
 def test_sft_keeps_teacher_builds_that_stopped_or_spent_their_budget_on_a_gain():
-    from librarian.pipelines.builder.steps import sft_verified
-
     assert sft_verified("done", 0.0, 0.0) and sft_verified("done", 0.5, 0.0)
     assert sft_verified("budget", 1.0, 0.0) and not sft_verified("budget", 0.0, 0.0)
     assert not sft_verified("done", -0.1, 0.0) and not sft_verified("done", 0.2, 0.5)

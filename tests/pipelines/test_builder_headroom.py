@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from librarian.config import load_config
+from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+from librarian.models.scripted_kbgym import Fact, parse_fact
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.builder.corpora import (
     CorpusError,
@@ -25,15 +27,11 @@ KINDS = ("qc4_city_count", "qc9_oldest_in_city", "QC6")
 
 @pytest.fixture(scope="module")
 def kbgym():
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-
     return build_kbgym(people=150, seed=1, sizes=SplitSizes(train=120, test_in=150, test_out=10, eval_in=10,
                                                             eval_out=10))
 
 
 def test_make_corpora_options_give_the_kinds_sizes_and_paths_asked_for(kbgym):
-    from librarian.models.scripted_kbgym import parse_fact
-
     corpora = make_corpora(kbgym, 3, questions=2, docs=120, splits=("train",), seed=1, prefix="c", max_support=60,
                            question_kinds=KINDS, min_support=4, path_style="sentence")
     assert [c.corpus_id for c in corpora] == ["c0", "c1", "c2"]
@@ -61,8 +59,6 @@ def test_make_corpora_options_give_the_kinds_sizes_and_paths_asked_for(kbgym):
 def reads_top_level_citations() -> bool:
     """Whether the scripted reader reads a fact back from a line the extractive executor wrote for a top-level
     source (`<id> <sentence>: <sentence>`, no `/` in the path)."""
-    from librarian.models.scripted_kbgym import Fact, parse_fact
-
     return parse_fact("kb1 Ada Lind lives in Ivywick: Ada Lind lives in Ivywick.") == Fact("Ada Lind", "city", "Ivywick")
 
 

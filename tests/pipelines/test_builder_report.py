@@ -7,6 +7,8 @@ import json
 import re
 from html.parser import HTMLParser
 
+import librarian.evaluation.plots as plots
+import librarian.pipelines.builder.curves as curves
 from librarian.pipelines.builder.report import write_outputs
 
 from ..evaluation.builder_results import builder_results, write_trajectories
@@ -90,9 +92,6 @@ def test_report_of_a_builder_that_helped_names_the_difference(tmp_path) -> None:
 
 
 def test_learning_curves_have_one_quantity_per_panel_and_mark_steps_without_signal(tmp_path, monkeypatch) -> None:
-    import librarian.evaluation.plots as plots
-    import librarian.pipelines.builder.curves as curves
-
     seen = []
     real = plots.plot_step_panels
 

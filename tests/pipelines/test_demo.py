@@ -10,7 +10,7 @@ from librarian.roles import ToolContext, ToolEnv, kbgym_curator, run_episode
 from librarian.roles.kbgym_passes import curation_task
 from librarian.search.factory import SearchConfig, make_index
 from librarian.search.sync import IndexSync
-from librarian.workspace import Document, Workspace
+from librarian.workspace import Add, Delete, Document, Workspace, codec
 from librarian.workspace.growth import store_growth
 
 
@@ -39,7 +39,6 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     assert "## JAM memory (part 2; details in jam/arms.md)" in summary and f"- {jam['findings'][0]}" in summary
     assert any(f.startswith(("hierarchical vs flat: no difference shown", "hierarchical beats flat",
                              "flat beats hierarchical")) for f in jam["findings"])
-    from librarian.workspace import codec
 
     nodes, _ = codec.read_parquet(out / "snapshot.parquet")
     index_docs = [n for n in nodes if n.kind == "synthetic"]
@@ -77,7 +76,6 @@ def test_demo_curator_links_only_facts_that_state_the_key() -> None:
 def test_store_growth_follows_the_trace() -> None:
     ws = Workspace.from_documents([Document(f"f{i}", f"fact {i}") for i in range(5)], raw_policy="editable")
     initial = ws.copy()
-    from librarian.workspace import Add, Delete
 
     a = ws.apply(Add("a", links=("f1", "f2"))).created[-1]
     ws.apply(Add("b", links=("f3",)))

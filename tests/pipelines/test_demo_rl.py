@@ -11,6 +11,7 @@ import pytest
 
 from librarian.cli import main
 from librarian.pipelines.demo.rl import DEMO_PRESET
+from librarian.tracking import metric_history
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -23,8 +24,6 @@ SMALLEST = ("rl_overrides={steps: 1, data: {train_corpora: 2, exam_corpora: 1, q
 @pytest.mark.slow
 def test_demo_with_rl_on_runs_every_part(tmp_path) -> None:
     from mlflow import MlflowClient
-
-    from librarian.tracking import metric_history
 
     out = tmp_path / "demo"
     code = main(["demo", f"out_dir={out}", "rl=true", "jam=false", "people=100", "curate_questions=2",

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from librarian.cli import main
+from librarian.tracking.tracker import metric_history
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +40,6 @@ def test_reduced_evaluation_compares_every_store_with_the_flat_one(tmp_path) -> 
     lines = (out / "exams.jsonl").read_text().splitlines()
     assert len(lines) == 9 * 20 + 9 * 20  # every row on the questions and on 4 gradient groups of 5
     from mlflow import MlflowClient
-
-    from librarian.tracking.tracker import metric_history
 
     client = MlflowClient(tracking_uri=f"sqlite:///{(out / 'mlflow.db').resolve()}")
     run = client.search_runs([client.get_experiment_by_name("evaluate").experiment_id])[0]

@@ -11,8 +11,8 @@ from librarian.config import ConfigError, load_config
 from librarian.online.versions import VersionStore
 from librarian.pipelines.evaluate.online import evaluate, main, run
 from librarian.pipelines.evaluate.online_config import EvaluateOnlineConfig, check
+from librarian.workspace import Workspace, read_trace, replay
 from librarian.workspace import codec as wcodec
-from librarian.workspace import read_trace, replay
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = str(ROOT / "configs" / "online_kbgym.yaml")
@@ -71,7 +71,6 @@ def test_the_versions_on_disk_replay_and_serve(reduced) -> None:
     store = VersionStore(out / "workspace")
     assert store.head() == r["final_version"] and store.numbers()[-1] == r["final_version"]
     initial = wcodec.read_parquet(out / "workspace" / "initial.parquet")
-    from librarian.workspace import Workspace
 
     rebuilt = replay(Workspace.from_state(*initial), store.full_trace(store.head()))
     assert rebuilt.content_hash() == r["final_snapshot_hash"]

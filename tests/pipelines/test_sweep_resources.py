@@ -21,8 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from librarian.config import load_config
+from librarian.cluster import ProbePool
+from librarian.cluster import tune_sweep as ts
+from librarian.cluster.learner_start import reserve_learners
+from librarian.cluster.topology import Resources, Topology
+from librarian.config import ConfigError, load_config
 from librarian.pipelines.ablate import config as ac
+from librarian.pipelines.ablate import search as srch
+from librarian.pipelines.ablate.sweep import run
+from librarian.pipelines.builder.config import TrainBuilderConfig
 
 pytestmark = pytest.mark.slow
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -60,11 +67,6 @@ def bundle(options: dict) -> tuple:
 def test_a_trial_asks_for_what_its_cells_session_reserves(tmp_path):
     import ray
     from ray.util.placement_group import placement_group_table
-
-    from librarian.cluster import ProbePool
-    from librarian.cluster.learner_start import reserve_learners
-    from librarian.cluster.topology import Resources, Topology
-    from librarian.pipelines.builder.config import TrainBuilderConfig
 
     sweep = ac.load(["pipeline=train_builder", f"base.config=[{ROOT / 'configs' / 'train_builder.yaml'}]",
                      "base.overrides=" + str(CELL).replace("'", "")])
@@ -125,17 +127,11 @@ def test_trials_queue_until_the_cluster_holds_them(tmp_path):
 
 
 def test_tune_is_given_no_concurrency_limit_unless_the_sweep_sets_one():
-    from librarian.pipelines.ablate import search as srch
-
     assert srch.tune_config(ac.load([f"pipeline={NAP}"])).max_concurrent_trials is None
     assert srch.tune_config(ac.load([f"pipeline={NAP}", "max_concurrent=3"])).max_concurrent_trials == 3
 
 
 def test_a_ray_started_here_refuses_a_cell_it_can_never_hold(tmp_path):
-    from librarian.cluster import tune_sweep as ts
-    from librarian.config import ConfigError
-    from librarian.pipelines.ablate.sweep import run
-
     assert ts.unfit({"a": {"CPU": 2.0}, "b": {"CPU": 1.0, "GPU": 1.0}}, {"CPU": 2.0}) == [
         "cell 'b' needs {'CPU': 1.0, 'GPU': 1.0} but the Ray cluster has {'CPU': 2.0} (short of {'GPU': 1.0})"]
     with pytest.raises(ConfigError, match=r"cell 'base' needs .*short of \{'big': 1.0\}.*could never start on the Ray "

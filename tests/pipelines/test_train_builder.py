@@ -13,12 +13,19 @@ import json
 import math
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, load_config
+from librarian.learner import checkpoint, get_estimator
 from librarian.pipelines.builder.config import TrainBuilderConfig
-from librarian.pipelines.builder.train import check
+from librarian.pipelines.builder.train import check, run
+from librarian.pipelines.demo.rl import DEMO_PRESET, demo_config
+from librarian.rewards.construction import fold_tokenless
+from librarian.rl.trainer import saved_warm_start
+from librarian.tracking import metric_history
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -33,8 +40,6 @@ RAY_CPUS = 4  # the `ray_session` fixture (tests/conftest.py)
 
 
 def _run(args):
-    from librarian.pipelines.builder.train import run
-
     return run(load_config(TrainBuilderConfig, BASE + args))
 
 
@@ -56,9 +61,6 @@ def _advantage_signal(run_dir):
     """Per step, the largest |advantage| the configured estimator gives that step's builds, recomputed from
     trajectories.jsonl (tokenless turns folded as `BuilderTask.turn_rewards` does; groups are jobs)."""
     import torch
-
-    from librarian.learner import get_estimator
-    from librarian.rewards.construction import fold_tokenless
 
     cfg = load_config(TrainBuilderConfig, BASE).learner
     builds: dict[int, list] = {}
@@ -83,8 +85,6 @@ def test_two_plus_steps_learn_on_ray(runs):
     entropy_coef are 0): a step gets a gradient exactly when its groups' builds differ. The tiny random
     model's builds within a group are often identical (same rewards turn by turn); then the advantages and
     the gradient are exactly 0 (a baseline pooled over all turns used to give them +-1 by turn position)."""
-    from librarian.learner import checkpoint
-
     root, a, *_ = runs
     assert a["grpo_steps"] == 3 and a["sft"]["sft_steps"] >= 1
     assert a["policy_version"] == a["sft"]["sft_steps"] + 3  # one version per update, SFT included
@@ -151,8 +151,6 @@ def test_a_saved_warm_start_gives_the_run_that_fine_tuned(runs):
 
 @pytest.mark.slow
 def test_init_from_refuses_a_folder_that_is_not_a_saved_warm_start(runs, tmp_path):
-    from librarian.rl.trainer import saved_warm_start
-
     root, *_ = runs
     assert saved_warm_start(str(root / "b" / "checkpoints" / "sft"))["sft_steps"] >= 1
     with pytest.raises(ConfigError, match="not a saved warm start"):
@@ -164,8 +162,6 @@ def test_init_from_refuses_a_folder_that_is_not_a_saved_warm_start(runs, tmp_pat
 @pytest.mark.slow
 def test_mlflow_has_the_per_step_metrics(runs):
     from mlflow import MlflowClient
-
-    from librarian.tracking import metric_history
 
     _, a, *_ = runs
     client = MlflowClient(a["mlflow"]["tracking_uri"])
@@ -195,10 +191,6 @@ def _leaves(tree, prefix=""):
 
 def test_presets_load():
     """Each shipped preset exists, passes `check`, and every value it sets is the value the run gets."""
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
     root = Path(__file__).resolve().parents[2] / "configs"
     defaults = OmegaConf.to_container(OmegaConf.structured(TrainBuilderConfig()))
     for name in ("train_builder.yaml", "demo.yaml", "cluster.yaml"):
@@ -215,12 +207,6 @@ def test_presets_load():
 
 
 def test_demo_preset_matches_configs_demo_yaml():
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from librarian.pipelines.demo.rl import DEMO_PRESET, demo_config
-
     yaml = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
     assert OmegaConf.to_container(OmegaConf.load(yaml)) == DEMO_PRESET
     cfg = demo_config("x", {"steps": 4})

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from librarian.cli import main
+from librarian.workspace import Workspace, codec, read_trace, replay
 
 REDUCED = ["--config", "configs/curator_scripted.yaml", "train_questions=40", "eval_questions=10",
            "exams=[trained]", "n_boot=200"]
@@ -32,7 +33,6 @@ def test_reduced_run_trains_a_cheaper_store_at_non_inferior_f1(tmp_path) -> None
         assert (out / name).stat().st_size > 0
     phases = [json.loads(line)["phase"] for line in (out / "trajectories.jsonl").open()]
     assert phases.count("forward") == 80 and phases.count("backward") == 80 and phases.count("exam:trained") == 80
-    from librarian.workspace import Workspace, codec, read_trace, replay
 
     initial = Workspace.from_state(*codec.read_parquet(out / "initial.parquet"))
     rebuilt = replay(initial, read_trace(out / "trace.parquet"))  # every action is in the trace

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from librarian.config import ConfigError, load_config
+from librarian.learner import checkpoint
 from librarian.pipelines.researcher.config import TrainResearcherConfig
 from librarian.pipelines.researcher.train import check, main
+from librarian.tracking import metric_history
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -70,8 +72,6 @@ def test_results_have_the_headline_figures_and_plots(run):
 
 @pytest.mark.slow
 def test_sft_then_configured_grpo_steps_move_the_weights(run):
-    from librarian.learner import checkpoint
-
     out, r = run
     assert r["sft"]["verified"] >= 1 and r["sft_steps"] > 0 and r["sft"]["clipped"] >= 1
     assert r["grpo_steps"] == 2 and [h["step"] for h in r["history"]] == [0.0, 1.0]
@@ -99,8 +99,6 @@ def test_hierarchical_store_recalls_at_least_the_flat_store(run):
 @pytest.mark.slow
 def test_training_trajectories_are_hinted_and_logged_to_mlflow(run):
     from mlflow import MlflowClient
-
-    from librarian.tracking import metric_history
 
     out, r = run
     rows = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]

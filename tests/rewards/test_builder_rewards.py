@@ -19,6 +19,7 @@ from librarian.rewards.construction import (
     step_rewards,
 )
 from librarian.roles.probing_env import snapshot
+from librarian.workspace import Document, Workspace
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -65,8 +66,6 @@ def _record(turns: int, probes: dict[int, bytes], final: bytes):
 
 
 def _snapshot(name: str) -> bytes:
-    from librarian.workspace import Document, Workspace
-
     return snapshot(Workspace.from_documents([Document(name, f"the workspace {name}")]))
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from librarian.config import load_config
 from librarian.pipelines.builder.config import TrainBuilderConfig
+from librarian.pipelines.builder.train import run
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -33,8 +34,6 @@ ARGS = ["rollout.options={model: tiny}", "rollout.cpus_per_worker=0.5", "ray.lea
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     import ray
-
-    from librarian.pipelines.builder.train import run
 
     out = tmp_path_factory.mktemp("async")
     ray.init(num_cpus=4, include_dashboard=False, _temp_dir=tempfile.mkdtemp(prefix="r", dir="/tmp"),

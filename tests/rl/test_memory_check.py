@@ -12,6 +12,7 @@ import pytest
 from librarian.config import ConfigError, load_config
 from librarian.learner import LearnerConfig, LoraConfig
 from librarian.learner.config import DeepSpeedConfig
+from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.planning.memory_check import fit
 from librarian.planning.memory_estimate import GIB, KNOWN, learner_memory
 
@@ -21,8 +22,6 @@ GPU = ["learner.device=cuda", "rollout.options.model=smollm2", "learner.gpu_memo
 
 
 def load(*overrides: str):
-    from librarian.pipelines.builder.config import TrainBuilderConfig
-
     return load_config(TrainBuilderConfig, BUILDER + list(overrides))
 
 

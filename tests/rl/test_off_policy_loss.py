@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner import LossConfig
 from librarian.learner.losses import policy_loss

@@ -9,6 +9,7 @@ import pytest
 from librarian.config import ConfigError, load_config
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.researcher.config import TrainResearcherConfig
+from librarian.rl import loop
 from librarian.rl.samples import StaleError, keep_fresh
 from librarian.rl.task import Scored, job_seed, rotation
 
@@ -68,8 +69,6 @@ def test_recipe_sections_are_the_worker_specs_with_their_own_defaults():
 def test_a_step_at_lr_zero_neither_updates_nor_publishes(monkeypatch, lr, updates):
     """An update at lr 0 would move no weight, so the loop skips it (and the publish): the control costs only
     its sampling. The advantages' figures are still reported."""
-    from librarian.rl import loop
-
     calls = []
     session = SimpleNamespace(version=3, step=lambda samples: calls.append("step") or {"loss": 0.5},
                               publish=lambda: calls.append("publish"))

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from librarian.models.hf import tiny_llama
 from librarian.roles import ToolContext
 from librarian.search import EmbeddedIndex, IndexSync
 from librarian.workspace import Document, Workspace
@@ -42,6 +43,4 @@ def ctx() -> ToolContext:
 
 @pytest.fixture(scope="session")
 def tiny():
-    from librarian.models.hf import tiny_llama
-
     return tiny_llama(seed=1)

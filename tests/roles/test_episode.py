@@ -15,9 +15,11 @@ from librarian.roles import (
     TurnRecord,
     kbgym_reader,
     librarian_answerer,
+    librarian_builder,
     run_episode,
     run_episodes,
 )
+from librarian.roles.toolbox import get_tools, schemas
 
 from .conftest import make_context
 
@@ -197,9 +199,6 @@ def test_signature_listing_writes_short_tool_lines_into_the_system_turn_and_hand
 
 
 def test_signature_listing_under_a_grammar_shows_the_compact_arguments_only():
-    from librarian.roles import librarian_builder
-    from librarian.roles.toolbox import get_tools, schemas
-
     tools = schemas(get_tools(librarian_builder().tools))
     prompts = [[{"role": "system", "content": "Build."}, {"role": "user", "content": "go"}]]
     plain, _ = LoopConfig(tool_listing="signatures").listed(prompts, tools)

@@ -11,10 +11,12 @@ from itertools import zip_longest
 import pytest
 
 from librarian.cluster.builder_hints import HintReference, builder_hint
+from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_tasks import memorygym_task
 from librarian.models.scripted import ScriptedBackend
 from librarian.pipelines.builder.config import DataConfig
+from librarian.pipelines.builder.corpora import make_corpora
 from librarian.pipelines.researcher.config import ResearcherDataConfig
 from librarian.pipelines.researcher.steps import hint_input
 from librarian.roles.researcher_hints import HintInput, LLMHinter, scripted_hint
@@ -122,9 +124,6 @@ CORPORA = [  # (people, seed, corpora, questions, docs, max_support): DataConfig
 
 
 def _train_corpora(people, seed, count, questions, docs, max_support):
-    from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-    from librarian.pipelines.builder.corpora import make_corpora
-
     kb = build_kbgym(people=people, seed=seed, sizes=SplitSizes(train=max(30, count * 4), test_in=20, test_out=10,
                                                                  eval_in=5, eval_out=5))  # as train_builder.run
     return make_corpora(kb, count, questions=questions, docs=docs, splits=("train",), seed=seed, prefix="c",

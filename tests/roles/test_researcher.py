@@ -8,16 +8,21 @@ from statistics import mean
 import pytest
 
 from librarian.datasets.memorygym import MemoryGymConfig, build_instances, synthesize_history
+from librarian.models.constrained import MAX_ITEMS, MAX_STRING, compiler_for
+from librarian.models.hf import smollm2_tokenizer
 from librarian.models.scripted import ScriptedBackend, make_scripted_backend, tool_call_text
+from librarian.models.scripted_researcher import ScriptedResearcher, _terms, clip_words, short_query
 from librarian.rewards.source_recall import source_recall
 from librarian.roles import ToolContext
 from librarian.roles.definitions import jam_researcher as jam_researcher_role
+from librarian.roles.episode import LoopConfig
 from librarian.roles.memorizer import Memorizer
 from librarian.roles.researcher import ResearchEnv, research
 from librarian.roles.researcher_tools import finalized, relevant_lines
 from librarian.roles.toolbox import TOOLS
 from librarian.roles.tools import run_tool
 from librarian.search import EmbeddedIndex, HashingEmbedder, IndexSync
+from librarian.search.analysis import analyze
 from librarian.workspace import Document, Workspace
 
 
@@ -118,11 +123,6 @@ def test_compact_scripted_researcher_writes_only_what_the_grammar_accepts():
     and a context that still holds the answer."""
     import xgrammar as xgr
 
-    from librarian.models.constrained import MAX_ITEMS, MAX_STRING, compiler_for
-    from librarian.models.hf import smollm2_tokenizer
-    from librarian.models.scripted_researcher import ScriptedResearcher, clip_words, short_query
-    from librarian.roles.episode import LoopConfig
-
     assert clip_words('He said "go \\ now" and left the room at once, quickly.') == "He said 'go / now' and left the room at"
     request = 'According to the notes: in which town does "Ada Moss" live these days?'
     assert short_query(request, ["Ada Moss"]) == "notes town Ada Moss live days"
@@ -150,7 +150,4 @@ def test_compact_scripted_researcher_writes_only_what_the_grammar_accepts():
                                   "GPUs shipped; the worker's jobs"])
 def test_the_scripted_researchers_terms_are_the_search_indexs(text):
     """The researcher ranks evidence by the terms a search would match (it may not import the search layer)."""
-    from librarian.models.scripted_researcher import _terms
-    from librarian.search.analysis import analyze
-
     assert _terms(text) == frozenset(analyze(text))

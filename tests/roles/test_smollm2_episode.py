@@ -5,7 +5,18 @@ from __future__ import annotations
 import pytest
 
 from librarian.models import SamplingParams, make_backend
-from librarian.roles import LoopConfig, ToolEnv, kbgym_reader, run_episode
+from librarian.roles import (
+    LoopConfig,
+    ToolContext,
+    ToolEnv,
+    kbgym_reader,
+    librarian_builder,
+    run_episode,
+    run_episodes,
+)
+from librarian.roles.builder_task import build_task
+from librarian.roles.tool_calls import parse_tool_calls
+from librarian.workspace import Document, Workspace
 
 from .conftest import make_context
 
@@ -33,11 +44,6 @@ def test_smollm2_reader_episode_records_a_valid_trajectory(smollm2):
 @pytest.mark.slow
 def test_every_constrained_smollm2_call_parses(smollm2):
     """Sampled at temperature 1 under the tools' grammar, SmolLM2's builder calls all parse (a budget of 2)."""
-    from librarian.roles import ToolContext, librarian_builder, run_episodes
-    from librarian.roles.builder_task import build_task
-    from librarian.roles.tool_calls import parse_tool_calls
-    from librarian.workspace import Document, Workspace
-
     docs = [Document(f"d{i}", f"Person {i} lives in Port Avel.", path=f"facts/d{i}") for i in range(4)]
     role = librarian_builder(budget=2)
     envs = []

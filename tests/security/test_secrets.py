@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from librarian.app.ask import main as ask_main
+from librarian.app.build import main as build_main
+from librarian.config import to_plain
+from librarian.models import make_backend
+from librarian.models.openai_server import serve
+from librarian.pipelines.entry import write_resolved_config
 from librarian.redact import MASK, is_secret_key, redact, redact_text
+from librarian.search.errors import BackendConnectionError, SearchError
+from librarian.search.es_index import ElasticsearchIndex
+from librarian.search.es_settings import ElasticsearchSettings
+from librarian.tracking.tracker import Tracker, TrackingError
 
 PLANTED = ("PLANTED-key-7f3a9", "PLANTED-pw-c41d2", "PLANTED-tok-99e0b")
 
@@ -93,11 +103,6 @@ def corpus(tmp_path: Path) -> Path:
 
 
 def test_build_and_ask_runs_write_no_planted_secret(corpus: Path, tmp_path: Path, capsys) -> None:
-    from librarian.app.ask import main as ask_main
-    from librarian.app.build import main as build_main
-    from librarian.models import make_backend
-    from librarian.models.openai_server import serve
-
     ws = tmp_path / "ws"
     assert build_main([str(corpus), "--out", str(ws), "--embedder", "none", "--backend-arg", f"api_key={PLANTED[0]}",
                        "--backend-arg", f"base_url=http://u:{PLANTED[1]}@127.0.0.1:1/v1"]) == 0
@@ -117,8 +122,6 @@ def test_build_and_ask_runs_write_no_planted_secret(corpus: Path, tmp_path: Path
 
 
 def test_mlflow_params_artifacts_and_errors_hold_no_planted_secret(tmp_path: Path) -> None:
-    from librarian.tracking.tracker import Tracker, TrackingError
-
     config = {"rollout": {"backend": "openai", "options": {"api_key": PLANTED[0], "model": "m",
                                                           "base_url": f"http://svc:{PLANTED[1]}@10.0.0.1/v1"}},
               "hf_token": PLANTED[2], "steps": 3}
@@ -138,10 +141,6 @@ def test_mlflow_params_artifacts_and_errors_hold_no_planted_secret(tmp_path: Pat
 
 
 def test_elasticsearch_settings_and_connection_errors_hide_the_password() -> None:
-    from librarian.search.errors import BackendConnectionError, SearchError
-    from librarian.search.es_index import ElasticsearchIndex
-    from librarian.search.es_settings import ElasticsearchSettings
-
     url = f"http://elastic:{PLANTED[1]}@127.0.0.1:{_closed_port()}"
     settings = ElasticsearchSettings(url=url, max_retries=0, request_timeout=1.0)
     assert_clean(repr(settings))
@@ -170,10 +169,6 @@ class _PlantedRun:
 
 
 def test_a_pipelines_resolved_config_and_results_config_mask_credentials(tmp_path):
-    from librarian.config import to_plain
-    from librarian.pipelines.entry import write_resolved_config
-    from librarian.redact import redact
-
     text = write_resolved_config(_PlantedRun(), tmp_path).read_text(encoding="utf-8")
     dumped = str(redact(to_plain(_PlantedRun())))
     for shown in (text, dumped):

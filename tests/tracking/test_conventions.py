@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
+from mlflow import MlflowClient  # noqa: TID253
 
 from librarian import __version__
 from librarian.tracking import Tracker

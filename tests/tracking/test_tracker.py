@@ -6,8 +6,9 @@ import json
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from mlflow import MlflowClient
+from mlflow import MlflowClient  # noqa: TID253
 
 from librarian.tracking import Tracker, TrackingError, flatten, metric_history
 from tests.tracking.conftest import free_port
@@ -58,7 +59,6 @@ def check(client: MlflowClient, run_id: str, tmp_path) -> None:
     got = client.download_artifacts(run_id, "trajectories/trajectories.jsonl", str(tmp_path))
     assert [json.loads(line)["turn"] for line in open(got)] == [0, 1]
     parquet = client.download_artifacts(run_id, "snapshots/snapshot_step2.parquet", str(tmp_path))
-    import pyarrow.parquet as pq
 
     assert pq.read_table(parquet).column("id").to_pylist() == ["a", "b"]
     assert run.info.status == "FINISHED"

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from librarian.workspace import Add
+from librarian.workspace.nodes import Node
 from librarian.workspace.ops import OP_TYPES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +39,6 @@ def test_two_thousand_random_ops_break_nothing(tmp_path: Path) -> None:
 
 def test_the_fuzzer_sees_a_store_that_cannot_be_saved() -> None:
     """The round-trip check is live: a node holding a lone surrogate (planted past the op boundary) is caught."""
-    from librarian.workspace import Add
-    from librarian.workspace.nodes import Node
-
     fuzz = _fuzz_module()
     run = fuzz.Fuzz(seed=1, episode=100)
     run.new_episode()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,11 +19,14 @@ from librarian.workspace import (
     MakeDir,
     MergeFiles,
     Move,
+    Node,
     NodeSource,
     SnapshotFormatError,
+    SnapshotMeta,
     Workspace,
     WorkspaceError,
     codec,
+    views,
 )
 from librarian.workspace.snapshot_view import SnapshotView
 
@@ -155,10 +162,6 @@ def test_property_view_matches_workspace_after_random_ops(data, docs):
 
 def test_handoff_benchmark_runs_small_and_its_handoffs_agree(tmp_path):
     """A smoke run of benchmarks/workspace_bench.py (the figures themselves are not asserted)."""
-    import importlib.util
-    import json
-    from pathlib import Path
-
     path = Path(__file__).resolve().parents[2] / "benchmarks" / "workspace_bench.py"
     spec = importlib.util.spec_from_file_location("workspace_bench", path)
     bench = importlib.util.module_from_spec(spec)
@@ -173,8 +176,6 @@ def test_handoff_benchmark_runs_small_and_its_handoffs_agree(tmp_path):
 
 
 def test_empty_and_all_deleted_snapshots():
-    from librarian.workspace import Node, SnapshotMeta, views
-
     for nodes in ([], [Node("a", "a", "synthetic", "x", deleted_step=1), Node("b", "a/b", "synthetic", "", deleted_step=1)]):
         view = SnapshotView.from_nodes(nodes, SnapshotMeta())
         assert (len(view), list(view), view.children(""), view.child_count("a")) == (0, [], [], 0)

@@ -6,6 +6,7 @@ import pytest
 
 from librarian.workspace import (
     Add,
+    AddDocument,
     CreateFile,
     Delete,
     Document,
@@ -18,6 +19,8 @@ from librarian.workspace import (
     Unlink,
     Workspace,
     WorkspaceError,
+    codec,
+    replay,
 )
 from librarian.workspace.invariants import invariant_violations
 
@@ -211,8 +214,6 @@ def test_copies_share_nothing_observable(kb: Workspace) -> None:
 
 
 def test_to_table_tracks_changes_and_hash_is_stable(curated: Workspace) -> None:
-    from librarian.workspace import codec
-
     first = curated.to_table()
     assert first.equals(codec.nodes_to_table(*curated.state()))
     curated.apply(Edit("people/friends.md", "Friends of Alice."))
@@ -221,8 +222,6 @@ def test_to_table_tracks_changes_and_hash_is_stable(curated: Workspace) -> None:
 
 
 def test_add_document_ingests_a_raw_node_through_the_trace(ws: Workspace) -> None:
-    from librarian.workspace import AddDocument, replay
-
     initial = ws.copy()
     result = ws.apply(AddDocument("s9", "Session 9: Ada moved.", "sessions/s9"))
     node = ws.get("s9")
@@ -237,9 +236,6 @@ def test_add_document_ingests_a_raw_node_through_the_trace(ws: Workspace) -> Non
 
 def test_add_document_id_is_never_given_to_a_folder_it_creates():
     """Regression: the folders of an AddDocument's path were allocated the document's own id first."""
-    from librarian.workspace import AddDocument, Document, Workspace
-    from librarian.workspace.invariants import invariant_violations
-
     ws = Workspace.from_documents([Document("d0", "x")])
     ws.apply(AddDocument(id="n0", text="t", path="a/b"))
     doc = ws.get("n0")
