@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.models.hf import tiny_llama
 from librarian.pipelines.builder.learning_check import (
