@@ -1,6 +1,6 @@
 """RL throughput: builds a minute of a GRPO step on the learning preset, today's settings against the fast ones.
 
-    python benchmarks/rl_throughput.py --out build/bench/rl_throughput [--steps 3] [key=value ...]
+    python benchmarks/rl_throughput.py --out build/bench/rl_throughput [--steps 3] [--init-from DIR] [key=value ...]
 
 Two `train_builder` runs of `configs/learning_builder.yaml` (SmolLM2-135M-Instruct with LoRA, tool calls under
 the grammar, probe rewards), one after the other in this process, the same seeds, no exam:
@@ -119,8 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--config", default=DEFAULT_CONFIG)
     ap.add_argument("--steps", type=int, default=3, help="GRPO steps a run (the first is a warm-up)")
+    ap.add_argument("--init-from", default="", metavar="DIR",
+                    help="an earlier run's SFT warm start of the same preset (OUT/baseline/checkpoints/sft) for "
+                         "both runs: the baseline's SFT is skipped")
     ap.add_argument("overrides", nargs="*", help="key=value overrides for both runs")
     args = ap.parse_args(argv)
+    if args.init_from and not Path(args.init_from).is_dir():
+        raise SystemExit(f"--init-from {args.init_from}: no such warm-start folder")
     if args.steps < 2:
         raise SystemExit("--steps must be at least 2 (the first step is a warm-up)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -128,8 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     common = [*COMMON, f"steps={args.steps}", *args.overrides]
     started = time.perf_counter()
-    base = run_pipeline(args.config, out / "baseline", common)
-    warm = out / "baseline" / "checkpoints" / "sft"
+    given = [f"sft.init_from={args.init_from}"] if args.init_from else []
+    base = run_pipeline(args.config, out / "baseline", [*common, *given])
+    warm = Path(args.init_from) if args.init_from else out / "baseline" / "checkpoints" / "sft"
     fast = run_pipeline(args.config, out / "fast", [*common, *FAST, *([f"sft.init_from={warm}"] if warm.exists()
                                                                       else [])])
     base_rows, fast_rows = read_rows(out / "baseline"), read_rows(out / "fast")
@@ -137,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     q_base, q_fast = step0_quality(base_rows), step0_quality(fast_rows)
     results: dict[str, Any] = {
         "config": args.config, "steps": args.steps, "overrides": args.overrides, "fast_overrides": FAST,
+        "init_from": args.init_from,
         **fast_rates, **{f"baseline_{k}": v for k, v in base_rates.items()},
         "speedup": fast_rates["builds_per_minute"] / base_rates["builds_per_minute"], "target": TARGET,
         "step0": q_fast, "baseline_step0": q_base,
