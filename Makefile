@@ -13,6 +13,9 @@ export TOKENIZERS_PARALLELISM ?= false
 export TORCH_EXTENSIONS_DIR ?= $(CURDIR)/build/torch_extensions
 
 .PHONY: setup demo test lint bench clean system-deps vllm-env
+# The two environments, the Debian packages and DeepSpeed's op build go side by side (two cores; the installs wait
+# mostly on downloads). Every ordering that matters is a prerequisite below.
+MAKEFLAGS += -j2
 
 setup: $(STAMP) system-deps vllm-env
 
@@ -49,8 +52,12 @@ system-deps:
 lint: setup
 	$(BIN)/ruff check librarian tests benchmarks
 
+# Two pytest-xdist workers, each module whole on one (its module fixtures built once), the longest modules first
+# (HEAVY_FIRST in tests/conftest.py): many tests wait on Ray, servers and subprocesses, so two workers keep both
+# cores busy. One test alone: `.venv/bin/python -m pytest tests/x.py::test_y` (no xdist, `-s` prints).
+PYTEST_WORKERS ?= 2
 test: setup lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10
 
 demo: setup
 	$(BIN)/librarian demo out_dir=$(OUT)

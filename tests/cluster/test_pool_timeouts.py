@@ -40,25 +40,29 @@ class Sleeper:
         return seconds
 
 
+# Long enough for the placeable worker 0 to start on a loaded machine (`make test` runs two test workers on 2 cores)
+START_S = 8
+
+
 def test_a_worker_no_node_can_place_fails_ready_with_its_request(ray_session):
-    pool = ActorPool(Sleeper, (), [{"num_cpus": 0.5}, {"num_cpus": 0.5, "num_gpus": 1}], start_timeout_s=2)
+    pool = ActorPool(Sleeper, (), [{"num_cpus": 0.5}, {"num_cpus": 0.5, "num_gpus": 1}], start_timeout_s=START_S)
     try:
         start = time.monotonic()
         with pytest.raises(PoolError) as err:
             pool.ready()
         assert time.monotonic() - start < 30
         text = str(err.value)
-        assert "worker pool: worker 1 did not start within 2 s" in text  # the pool, the slot, what, how long
+        assert f"worker pool: worker 1 did not start within {START_S} s" in text  # the pool, the slot, what, how long
         assert "0.5 CPU, 1 GPU" in text and "pool.start_timeout_s" in text  # the request and the key
     finally:
         pool.close()
 
 
 def test_map_on_a_worker_that_never_starts_fails_after_the_start_timeout(ray_session):
-    with ActorPool(Sleeper, (), [{"num_cpus": 0.5}, {"num_cpus": 0.5, "num_gpus": 1}], start_timeout_s=2,
+    with ActorPool(Sleeper, (), [{"num_cpus": 0.5}, {"num_cpus": 0.5, "num_gpus": 1}], start_timeout_s=START_S,
                    call_timeout_s=600) as pool:  # no ready() first: map itself bounds the start
         start = time.monotonic()
-        with pytest.raises(PoolError, match=r"worker 1 did not start within 2 s.*0\.5 CPU, 1 GPU.*"
+        with pytest.raises(PoolError, match=rf"worker 1 did not start within {START_S} s.*0\.5 CPU, 1 GPU.*"
                                             r"pool\.start_timeout_s"):
             pool.map([0.1] * 4, lambda w, s: w.work.remote(s))
         assert time.monotonic() - start < 30  # not the call timeout
