@@ -36,6 +36,19 @@ def tracker(cfg: Any, pipeline: str) -> Tracker:
     return Tracker(cfg.experiment, cfg.out_dir, cfg.tracking_uri or None, pipeline=pipeline)
 
 
+def tracked(cfg: Any, pipeline: str, check: Callable[[Any], None], body: Callable[[Any], dict[str, Any]],
+            log_figures: Callable[[Tracker, dict[str, Any]], None]) -> dict[str, Any]:
+    """Check `cfg`, then run `body(cfg)` inside the pipeline's MLflow run (FAILED if it raises): the config
+    logged first, then `log_figures(tracker, results)` and the run's files; returns the results."""
+    check(cfg)
+    with tracker(cfg, pipeline) as run:
+        run.log_config(cfg)
+        results = body(cfg)
+        log_figures(run, results)
+        run.log_run_files(cfg.out_dir)
+    return results
+
+
 def start(cfg: Any, check: Callable[[Any], None]) -> tuple[Path, float]:
     """Check the config and write `out_dir/config.yaml`; returns the out folder and the start time."""
     check(cfg)

@@ -90,17 +90,14 @@ class TrainCuratorConfig(scaffold.DataRunConfig):
 
 def run(cfg: TrainCuratorConfig) -> dict[str, Any]:
     """Train inside an MLflow run (FAILED if training fails); returns the figures also in results.json."""
-    _check(cfg)
-    with scaffold.tracker(cfg, "train_curator") as tracker:
-        tracker.log_config(cfg)
-        results = train(cfg)
+    def log_curves(tracker: Any, results: dict[str, Any]) -> None:
         for point in results["eval_curve"]:
             tracker.log_metrics({f"eval.{k}": v for k, v in point.items() if k != "epoch"}, point["epoch"])
         for epoch, f1 in results["training"]["forward_f1_by_epoch"].items():
             tracker.log_metrics({"train.forward_f1": f1}, epoch)
         tracker.log_metrics({k: v for k, v in results.items() if k.endswith("_trained")}, cfg.epochs)
-        tracker.log_run_files(cfg.out_dir)
-    return results
+
+    return scaffold.tracked(cfg, "train_curator", _check, train, log_curves)
 
 
 def train(cfg: TrainCuratorConfig) -> dict[str, Any]:

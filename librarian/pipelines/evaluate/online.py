@@ -120,17 +120,16 @@ def stream_of(data: Any, cfg: EvaluateOnlineConfig) -> tuple[list[Question], lis
 
 def run(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
     """Evaluate inside an MLflow run; returns the figures also in results.json."""
-    check(cfg)
-    with scaffold.tracker(cfg, "evaluate_online") as tracker:
-        tracker.log_config(cfg)
-        results = evaluate(cfg)
-        for w in results["windows"]:
-            tracker.log_metrics({k: w[k] for k in ("rho", "f1", "f1_flat", "cost", "version") if w[k] is not None},
-                                w["window"])
-        tracker.log_metrics({k: v for k, v in results["headline"].items() if isinstance(v, int | float)},
-                            len(results["windows"]))
-        tracker.log_run_files(cfg.out_dir)
-    return results
+    return scaffold.tracked(cfg, "evaluate_online", check, evaluate, log_windows)
+
+
+def log_windows(tracker: Any, results: dict[str, Any]) -> None:
+    """Each window's figures at its index, then the headline's at the last."""
+    for w in results["windows"]:
+        tracker.log_metrics({k: w[k] for k in ("rho", "f1", "f1_flat", "cost", "version") if w[k] is not None},
+                            w["window"])
+    tracker.log_metrics({k: v for k, v in results["headline"].items() if isinstance(v, int | float)},
+                        len(results["windows"]))
 
 
 def evaluate(cfg: EvaluateOnlineConfig) -> dict[str, Any]:
