@@ -53,8 +53,9 @@ lint: setup
 	$(BIN)/ruff check librarian tests benchmarks
 
 # Two pytest-xdist workers, each module whole on one (its module fixtures built once), the longest modules first
-# (HEAVY_FIRST in tests/conftest.py): many tests wait on Ray, servers and subprocesses, so two workers keep both
-# cores busy. One test alone: `.venv/bin/python -m pytest tests/x.py::test_y` (no xdist, `-s` prints).
+# (HEAVY_FIRST in tests/conftest.py): while one waits on Ray's start-up, a server or a subprocess the other computes
+# (26.7 -> 19.6 min on 2 cores; docs/architecture.md, Developing).
+# One test alone: `.venv/bin/python -m pytest tests/x.py::test_y` (no xdist, `-s` prints).
 PYTEST_WORKERS ?= 2
 test: setup lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10
