@@ -24,6 +24,7 @@ from librarian.roles.builder_task import build_task
 from librarian.workspace import Document, Workspace
 from tests.learner.conftest import tiny_model
 from tests.learner.test_constrained_logprobs import _learner_logprobs
+from tests.learner.test_memory import step_gradients
 
 
 def group_samples(n: int = 4, opening: int = 24, seed: int = 0, vocab: int = 2000) -> list[PolicySample]:
@@ -40,20 +41,6 @@ def group_samples(n: int = 4, opening: int = 24, seed: int = 0, vocab: int = 200
         old = [-7.6 * m for m in mask]
         out.append(PolicySample(tuple(prompt + rest), tuple(mask), tuple(old), tuple(adv)))
     return out
-
-
-def gradients_of_a_step(learner: Learner, samples) -> tuple[dict, dict[str, torch.Tensor]]:
-    """The step's metrics and the gradients its optimizer received (compared, not the AdamW update, whose
-    first step is about lr * sign(g) and so turns rounding of a near-zero gradient into a full step)."""
-    grads: dict[str, torch.Tensor] = {}
-    optimizer_step = learner.engine.step
-
-    def record() -> float:
-        grads.update({n: p.grad.clone() for n, p in learner.model.named_parameters() if p.grad is not None})
-        return optimizer_step()
-
-    learner.engine.step = record
-    return learner.step(samples), grads
 
 
 def shared_prefix_logprobs(learner: Learner, samples, minimum: int) -> list[torch.Tensor]:
@@ -77,7 +64,7 @@ def shared_prefix_logprobs(learner: Learner, samples, minimum: int) -> list[torc
 def step(samples, pad_id, **cfg):
     learner = Learner(tiny_model(0), LearnerConfig(lr=1e-2, lora=cfg.pop("lora", LoraConfig(rank=4, alpha=8)),
                                                    **cfg), pad_id=pad_id)
-    return gradients_of_a_step(learner, samples)
+    return step_gradients(learner, samples)
 
 
 def assert_same_gradients(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
@@ -107,10 +94,10 @@ def test_the_opening_carries_gradient():
     samples = group_samples()
     learner = Learner(tiny_model(0), LearnerConfig(lr=1e-2, lora=LoraConfig(rank=4, alpha=8), shared_prefix=8))
     full = Learner(tiny_model(0), LearnerConfig(lr=1e-2, lora=LoraConfig(rank=4, alpha=8), shared_prefix=8))
-    _, a = gradients_of_a_step(full, samples)
+    _, a = step_gradients(full, samples)
     original = learner._passes
     learner._passes = lambda s: ((o, p, w) for o, p, w in original(s) if p is not None)  # never finish()
-    _, b = gradients_of_a_step(learner, samples)
+    _, b = step_gradients(learner, samples)
     assert any(not torch.allclose(a[k], b[k], rtol=1e-3, atol=1e-6) for k in a)
 
 
@@ -142,7 +129,7 @@ def test_grammar_sampled_builds_train_the_same_through_a_shared_opening():
         learner = Learner(tiny_llama(seed=4).model, LearnerConfig(lr=1e-2, lora=LoraConfig(rank=4, alpha=8),
                                                                   shared_prefix=shared, logprob_chunk=7),
                           pad_id=backend.pad_id, tokenizer=backend.tokenizer)
-        results.append(gradients_of_a_step(learner, samples))
+        results.append(step_gradients(learner, samples))
     (plain, a), (fast, b) = results
     assert fast["loss"] == pytest.approx(plain["loss"], rel=1e-5, abs=1e-6)
     assert_same_gradients(a, b)
