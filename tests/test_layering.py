@@ -129,7 +129,9 @@ def test_imports_of_both_forms_are_seen(tmp_path, name):
 def test_architecture_doc_lists_every_part_at_its_rank():
     """docs/architecture.md's layer table: every part, at its RANK, layers in order."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
-    rows = [line.split("|")[1:3] for line in doc.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    layers_section = doc.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in layers_section.splitlines()
+            if line.startswith("| ") and line[2].isdigit()]
     table = [(name.strip("` "), int(layer)) for layer, parts in rows for name in parts.split(",")]
     assert [layer for _, layer in table] == sorted(layer for _, layer in table)
     assert dict(table) == RANK and len(table) == len(RANK)
