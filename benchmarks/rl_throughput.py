@@ -9,7 +9,8 @@ the grammar, probe rewards), one after the other in this process, the same seeds
   preset's SFT warm start and saves it;
 - `fast`: the same task and warm start (`sft.init_from`, so both start from the same policy) with `FAST`: rollouts
   on vLLM (`rollout.backend=vllm`: continuous batching, prefix caching of the shared system prompt and listing, the
-  grammar in vLLM's structured outputs), the learner on both cores (`rollout.torch_threads=2`, which the learner
+  grammar in vLLM's structured outputs; the engine serves the policy as full weights with the LoRA adapter folded
+  in, `learner.lora.publish=merged`, since vLLM's CPU LoRA kernels decode ~2.5x slower), the learner on both cores (`rollout.torch_threads=2`, which the learner
   actor takes too), one micro-batch per sequence (no padding), a group of 16 builds generated in one batch, and
   the group's shared opening (system prompt, tools, task and listing: ~790 of ~1,400 tokens a build) run through
   the learner once per update (`learner.shared_prefix`), not once per build.
@@ -48,9 +49,9 @@ DEFAULT_CONFIG = "configs/learning_builder.yaml"
 TARGET = 4.0
 COMMON = ["exam.enabled=false", "checkpoint_every=0"]
 FAST = ["rollout.backend=vllm",
-        "rollout.options={model: smollm2, enable_lora: true, max_lora_rank: 16, max_model_len: 4096, env: {OMP_NUM_THREADS: '2'}}",
-        "rollout.torch_threads=2", "learner.max_tokens_per_micro_batch=1", "learner.group_size=16",
-        "learner.shared_prefix=256"]
+        "rollout.options={model: smollm2, max_model_len: 4096, env: {OMP_NUM_THREADS: '2'}}",
+        "learner.lora.publish=merged", "rollout.torch_threads=2", "learner.max_tokens_per_micro_batch=1",
+        "learner.group_size=16", "learner.shared_prefix=256"]
 
 
 def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import logging
 import shutil
 import time
@@ -333,15 +332,19 @@ class Learner:
 
     def publish_weights(self) -> tuple[int, WeightsPayload]:
         """The current policy as (version, payload); the version grows by one per step."""
-        kind = "lora" if self.cfg.lora.enabled else "full"
-        lora = {k: v for k, v in dataclasses.asdict(self.cfg.lora).items() if k != "enabled"} if kind == "lora" else {}
-        payload = WeightsPayload(self.version, kind, self.engine.trainable_state(), lora, node=this_node())
+        if not self.cfg.lora.enabled:
+            return self.version, WeightsPayload(self.version, "full", self.engine.trainable_state(), node=this_node())
+        if self.cfg.lora.publish == "merged":
+            state = lora.merged_state(lora.hf_model(self.engine.module))
+            return self.version, WeightsPayload(self.version, "full", state, node=this_node())
+        shape = {k: v for k, v in self.cfg.lora.shape().items() if k != "enabled"}
+        payload = WeightsPayload(self.version, "lora", self.engine.trainable_state(), shape, node=this_node())
         return self.version, payload
 
     def save(self, folder: str | Path, extra: dict[str, Any] | None = None) -> Path:
         """A checkpoint that `load` resumes exactly; `extra` (JSON) holds e.g. the data position."""
         header = {"step": self.step_count, "version": self.version, "samples_seen": self.samples_seen,
-                  "engine": self.cfg.engine, "lora": dataclasses.asdict(self.cfg.lora), "extra": extra or {},
+                  "engine": self.cfg.engine, "lora": self.cfg.lora.shape(), "extra": extra or {},
                   "reference": "frozen" if self.reference_frozen else "initial",
                   "kl_reference": self.cfg.loss.kl_coef > 0, "world_size": self.world}
         tensors: dict[str, Any] = {checkpoint.rng_stem(self.rank): checkpoint.rng_state()}
@@ -417,10 +420,10 @@ class Learner:
     def load(self, folder: str | Path) -> dict[str, Any]:
         """Resume from `save`'s folder; returns its `extra`. The base model and config must match."""
         header = checkpoint.read_header(folder)
-        if header["lora"] != dataclasses.asdict(self.cfg.lora) or header["engine"] != self.cfg.engine:
+        saved_lora = {k: v for k, v in header["lora"].items() if k != "publish"}
+        if saved_lora != self.cfg.lora.shape() or header["engine"] != self.cfg.engine:
             raise LearnerError(f"checkpoint {folder} was written with engine {header['engine']!r} and lora "
-                               f"{header['lora']}, this learner has {self.cfg.engine!r} and "
-                               f"{dataclasses.asdict(self.cfg.lora)}")
+                               f"{saved_lora}, this learner has {self.cfg.engine!r} and {self.cfg.lora.shape()}")
         saved_world = int(header.get("world_size", 1))
         if self.cfg.engine == "deepspeed" and saved_world != self.world:
             raise LearnerError(f"checkpoint {folder} was written by {saved_world} DeepSpeed learner ranks and its "

@@ -110,3 +110,26 @@ def active(model: Any, name: str) -> Iterator[Any]:
     finally:
         model.set_adapter(TRAINED)
         model.set_requires_grad(name, requires_grad=False)
+
+
+def merged_state(model: Any, adapter: str = TRAINED) -> dict[str, Any]:
+    """The full weights (transformers names, detached CPU copies) of a peft model with `adapter` folded in:
+    W + alpha/rank * B A for every adapted linear, the base weights elsewhere. The model is not changed (no
+    merge and unmerge, whose round trip would drift the base weights a little every step)."""
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    state: dict[str, Any] = {}
+    with torch.no_grad():
+        for name, tensor in base.state_dict().items():  # state_dict: tied weights under each of their names
+            if ".lora_" not in name:
+                state[name.replace(".base_layer.", ".")] = tensor.detach().cpu().clone()
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer) and adapter in module.lora_A:
+                key = f"{name}.weight"
+                if key not in state:
+                    raise LearnerError(f"merging LoRA: {key} is not a weight of the base model")
+                delta = module.get_delta_weight(adapter).detach().cpu()
+                state[key] = state[key] + delta.to(state[key].dtype)
+    return state

@@ -115,6 +115,11 @@ def check_sync(r: RolloutConfig, learner: LearnerConfig) -> None:
     """The weight sync's own keys: its timeout, and CUDA IPC only where it can open (one GPU, one sender)."""
     if not r.sync_timeout_s >= 0:
         raise ConfigError(f"rollout.sync_timeout_s must be >= 0 (0: no limit), got {r.sync_timeout_s}")
+    lora_payloads = learner.lora.enabled and learner.lora.publish == "adapter"
+    if r.backend == "vllm" and lora_payloads and not r.options.get("enable_lora"):
+        raise ConfigError("the learner publishes LoRA adapters (learner.lora.publish=adapter) but the vLLM engines "
+                          "start without LoRA: set rollout.options.enable_lora=true, or learner.lora.publish=merged "
+                          "(full weights with the adapter folded in; faster on CPU)")
     if r.backend != "vllm" or r.options.get("weight_transfer") != "ipc" or learner.lora.enabled:
         return
     if not r.colocate:

@@ -10,6 +10,7 @@ import pytest
 
 from librarian.cluster.learner_group import LearnerGroupError, check_split
 from librarian.config import ConfigError, load_config
+from librarian.learner import LearnerError
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.researcher.config import TrainResearcherConfig
 
@@ -58,6 +59,15 @@ def test_the_check_applies_to_vllm_only_and_to_probes_and_the_researcher():
         builder("probe.options.engine_kwargs.tensor_parallel_size=2")
     with pytest.raises(ConfigError, match=r"rollout\.gpus_per_worker \(1\) must equal .*\(1 x 2 = 2\)"):
         load_config(TrainResearcherConfig, [*RESEARCHER, "rollout.options.engine_kwargs.pipeline_parallel_size=2"])
+
+
+def test_a_lora_learner_and_its_vllm_engines_agree_on_how_the_adapter_travels():
+    with pytest.raises(ConfigError, match=r"rollout\.options\.enable_lora=true, or learner\.lora\.publish=merged"):
+        builder("rollout.options.enable_lora=false")
+    merged = builder("rollout.options.enable_lora=false", "learner.lora.publish=merged")
+    assert merged.learner.lora.publish == "merged"
+    with pytest.raises(LearnerError, match="learner.lora.publish must be one of adapter, merged"):
+        builder("learner.lora.publish=folded")
 
 
 def test_timeouts_are_checked():

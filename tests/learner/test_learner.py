@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 import torch  # noqa: TID253
 
-from librarian.learner import Learner, LearnerConfig, LearnerError, LoraConfig, LossConfig, load_weights
+from librarian.learner import (
+    DeepSpeedConfig,
+    Learner,
+    LearnerConfig,
+    LearnerError,
+    LoraConfig,
+    LossConfig,
+    load_weights,
+)
 from librarian.learner.losses import token_logprobs
 from librarian.models import SamplingParams
 from librarian.models.hf import tiny_llama
@@ -94,6 +102,38 @@ def test_full_weights_are_published_and_loaded_without_lora(pad_id):
     assert torch.allclose(seq_logprobs(rollout.model, sample), seq_logprobs(learner.model, sample), atol=1e-5)
 
 
+def test_a_merged_lora_is_published_as_full_weights_a_plain_model_computes_as_the_learner(pad_id):
+    """publish=merged folds W + alpha/rank B A into full weights: a rollout model without LoRA then gives the
+    learner's log-probs, and publishing leaves the learner's own weights as they were."""
+    learner = make(pad_id, lora=LoraConfig(rank=4, alpha=8, publish="merged"), lr=2e-2)
+    learner.step(random_samples(4))
+    base_before = {k: v.clone() for k, v in learner.model.get_base_model().state_dict().items()}
+    version, payload = learner.publish_weights()
+    assert payload.kind == "full" and version == 1 and payload.lora == {}
+    assert not any(".lora_" in k or "base_layer" in k for k in payload.state)
+    after = learner.model.get_base_model().state_dict()
+    assert all(torch.equal(base_before[k], after[k]) for k in base_before)
+    rollout = tiny_llama(seed=0)
+    sample = random_samples(1, seed=5)[0]
+    start = seq_logprobs(rollout.model, sample)
+    assert load_weights(rollout, payload) == 1
+    learner.model.eval()
+    loaded = seq_logprobs(rollout.model, sample)
+    assert not torch.allclose(loaded, start, atol=1e-4)  # the control: the adapter moved the policy
+    assert torch.allclose(loaded, seq_logprobs(learner.model, sample), atol=1e-5)
+
+
+def test_a_checkpoint_resumes_whichever_way_the_adapter_is_published(pad_id, tmp_path):
+    adapter = make(pad_id)
+    adapter.step(random_samples(4))
+    adapter.save(tmp_path / "ckpt")
+    merged = make(pad_id, lora=LoraConfig(rank=4, alpha=8, publish="merged"))
+    merged.load(tmp_path / "ckpt")
+    assert merged.version == adapter.version
+    with pytest.raises(LearnerError, match="lora"):
+        make(pad_id, lora=LoraConfig(rank=8, alpha=8)).load(tmp_path / "ckpt")
+
+
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
 def test_gradient_accumulation_gives_the_same_update_as_one_batch(pad_id, agg):
     samples = random_samples(4)
@@ -123,6 +163,10 @@ def test_bad_config_and_input_are_named(pad_id):
         LearnerConfig(engine="jax")
     with pytest.raises(LearnerError, match="max_tokens_per_micro_batch"):
         LearnerConfig(max_tokens_per_micro_batch=-1)
+    with pytest.raises(LearnerError, match="learner.lora.publish"):
+        LearnerConfig(lora=LoraConfig(publish="folded"))
+    with pytest.raises(LearnerError, match="ZeRO-3"):
+        LearnerConfig(engine="deepspeed", lora=LoraConfig(publish="merged"), deepspeed=DeepSpeedConfig(zero_stage=3))
     with pytest.raises(LearnerError, match="learner.precision"):
         LearnerConfig(precision="fp16")
     learner = make(pad_id, grad_accum=3)

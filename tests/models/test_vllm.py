@@ -259,16 +259,19 @@ def test_constrained_samples_parse_and_carry_the_constrained_log_probs(vllm, hf)
     assert max(abs(a - b) for a, b in zip(ours.logprobs, theirs.logprobs, strict=True)) <= TOL
 
 
-def test_vllm_builder_rollouts_under_a_published_adapter_match_the_learners_logprobs(vllm, hf):
+@pytest.mark.parametrize("publish", ["adapter", "merged"])
+def test_vllm_builder_rollouts_under_a_published_adapter_match_the_learners_logprobs(vllm, hf, publish):
     """The fast rollout path kept honest: multi-turn builder episodes of a group, sampled by vLLM under the tools'
-    grammar with the learner's published LoRA adapter; the learner recomputes every generated token's log-prob
-    (packed segments, the grammar replayed) within 1e-3 of what vLLM recorded."""
+    grammar with the learner's published LoRA adapter (as an adapter, or folded into full weights:
+    `learner.lora.publish=merged`); the learner recomputes every generated token's log-prob (packed segments, the
+    grammar replayed) within 1e-3 of what vLLM recorded."""
     offset = load_base(vllm, hf) + 1
     learner = Learner(make_hf_backend(str(vllm.folder), dtype=torch.float32).model,
-                      LearnerConfig(lr=5e-2, lora=LoraConfig(rank=4, alpha=8)), pad_id=hf.pad_id,
+                      LearnerConfig(lr=5e-2, lora=LoraConfig(rank=4, alpha=8, publish=publish)), pad_id=hf.pad_id,
                       tokenizer=hf.tokenizer)
     learner.step(random_samples(4))  # an adapter that moves the policy away from the base weights
     version, payload = learner.publish_weights()
+    assert payload.kind == ("lora" if publish == "adapter" else "full")
     assert vllm.load_weights(shifted(payload, offset)) == version + offset
     docs = [Document(f"d{i}", f"Person {i} works as a baker in town {i}.", path=f"facts/d{i}") for i in range(4)]
     role = librarian_builder(budget=3)
