@@ -17,7 +17,8 @@ within each end) and the same for the control, `gain_over_control` with `gain_ov
 build by build at each step after the first: the same corpus and seeds, so corpus difficulty cancels; whole steps
 resampled), `nonzero_advantage_fraction` (per step: the share of groups whose advantages are not all zero), the
 exam utilities `exam_utility_flat|scripted|trained| sft_only|untrained` (mean U per question, with CIs) and
-`exam_trained_minus_untrained_ci` (paired bootstrap over questions), the targets and whether each is met, timings,
+`exam_trained_minus_untrained_ci` (paired bootstrap over questions), the targets and whether each is met, a
+`verdict` (one sentence: learning counts only when the control's gain is noise and the run beats it), timings,
 and both runs' folders. OUT/learning.png plots the reward per step of both runs and the valid-call rate. This
 measures learning, not the machinery.
 """
@@ -38,6 +39,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 from librarian.config import load_config, to_plain  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
+    learning_verdict,
     over_control_fields,
     plot_learning,
     pool_report,
@@ -156,10 +158,13 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
         "valid_call_rate_at_least_0.99": bool(valid) and min(valid) >= 0.99,
         "exam_trained_minus_untrained_ci_low_above_0": trained_ci[0] > 0,
     }
+    results["verdict"] = learning_verdict(results["reward_gain_ci"], results["control_reward_gain_ci"],
+                                          results.get("gain_over_control_ci"))
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     plot_learning(out / "learning.png", results["reward_per_step"], results["control_reward_per_step"], valid,
                   results["nonzero_advantage_fraction"])
     print(json.dumps({k: v for k, v in results.items() if k not in ("sft",)}, indent=2))
+    print(f"verdict: {results['verdict']}")
     print(f"wrote {out / 'results.json'} and {out / 'learning.png'}")
     return 0
 

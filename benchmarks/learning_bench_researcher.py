@@ -23,7 +23,8 @@ step after the first: the same question and seeds, so question difficulty cancel
 G trajectories did not all get the same recall), the evaluation's `eval_source_recall_trained|sft_only` (the run's
 and the control's policy on the test questions, with CIs), `eval_trained_minus_sft_only` (paired bootstrap over
 questions), the scripted researcher's `eval_source_recall_scripted_<arm>` (a reference at the evaluation budget),
-the targets and whether each is met, timings and both runs' folders. OUT/learning.png plots the source recall per
+the targets and whether each is met, a `verdict` (one sentence: learning counts only when the control's gain is
+noise and the run beats it), timings and both runs' folders. OUT/learning.png plots the source recall per
 step of both runs, the valid-call rate and the nonzero-advantage fraction. This measures learning, not the
 machinery.
 """
@@ -44,6 +45,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 from librarian.config import load_config  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
+    learning_verdict,
     over_control_fields,
     plot_learning,
     pool_report,
@@ -162,10 +164,13 @@ def main(argv: list[str] | None = None) -> int:
             results["nonzero_advantage_fraction"]) >= 0.5,
         "eval_trained_minus_sft_only_ci_low_above_0": diff_ci[0] > 0,
     }
+    results["verdict"] = learning_verdict(results["reward_gain_ci"], results["control_reward_gain_ci"],
+                                          results.get("gain_over_control_ci"))
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     plot_learning(out / "learning.png", results["source_recall_per_step"], results["control_source_recall_per_step"],
                   valid, results["nonzero_advantage_fraction"], ylabel="mean source recall")
     print(json.dumps({k: v for k, v in results.items() if k not in ("sft", "control_sft")}, indent=2))
+    print(f"verdict: {results['verdict']}")
     print(f"wrote {out / 'results.json'} and {out / 'learning.png'}")
     return 0
 

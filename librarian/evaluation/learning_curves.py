@@ -104,6 +104,28 @@ def over_control_fields(run: dict[int, list[float]], control: dict[int, list[flo
     return {"gain_over_control": out["gain"], "gain_over_control_ci": out["ci"]}
 
 
+def learning_verdict(gain_ci: Sequence[float], control_gain_ci: Sequence[float],
+                     over_control_ci: Sequence[float] | None) -> str:
+    """One plain sentence on whether a run learned, from its CIs: a within-run gain counts only when the lr=0
+    control's gain is noise (its CI holds 0) and the run beats the control build by build (that CI above 0).
+
+    With fresh corpora every step both runs see the same corpora in the same order, so a gain that the control
+    shows too is the corpora getting easier, not learning."""
+    def holds_zero(ci: Sequence[float]) -> bool:
+        return ci[0] <= 0 <= ci[1]
+
+    over = "no paired comparison" if over_control_ci is None else \
+        f"gain over control CI [{over_control_ci[0]:+.3f}, {over_control_ci[1]:+.3f}]"
+    if gain_ci[0] <= 0:
+        return f"not shown: the within-run gain's CI [{gain_ci[0]:+.3f}, {gain_ci[1]:+.3f}] holds 0 or less; {over}"
+    if not holds_zero(control_gain_ci):
+        return (f"not shown: the lr=0 control gains too (CI [{control_gain_ci[0]:+.3f}, {control_gain_ci[1]:+.3f}]), "
+                f"so the run's gain is the corpora, not learning; {over}")
+    if over_control_ci is None or over_control_ci[0] <= 0:
+        return f"not shown: the run gains but does not beat the control build by build ({over})"
+    return f"learns: the run gains, the control does not, and the run beats it ({over})"
+
+
 def plot_learning(path: Path, run: list[float], control: list[float], valid: list[float], nonzero: list[float],
                   ylabel: str = "mean build reward") -> None:
     """Two panels: the run's and the control's reward per step; the run's valid-call rate and GRPO signal."""
