@@ -119,8 +119,9 @@ def learning_verdict(gain_ci: Sequence[float], control_gain_ci: Sequence[float],
     if gain_ci[0] <= 0:
         return f"not shown: the within-run gain's CI [{gain_ci[0]:+.3f}, {gain_ci[1]:+.3f}] holds 0 or less; {over}"
     if not holds_zero(control_gain_ci):
-        return (f"not shown: the lr=0 control gains too (CI [{control_gain_ci[0]:+.3f}, {control_gain_ci[1]:+.3f}]), "
-                f"so the run's gain is the corpora, not learning; {over}")
+        moved = "gains too" if control_gain_ci[0] > 0 else "falls"
+        return (f"not shown: the lr=0 control {moved} (CI [{control_gain_ci[0]:+.3f}, {control_gain_ci[1]:+.3f}]), "
+                f"so the ends differ without learning; {over}")
     if over_control_ci is None or over_control_ci[0] <= 0:
         return f"not shown: the run gains but does not beat the control build by build ({over})"
     return f"learns: the run gains, the control does not, and the run beats it ({over})"

@@ -16,6 +16,7 @@ def test_a_gain_the_control_shows_too_is_not_learning():
 
 def test_each_way_to_fail_is_named_and_only_all_three_pass():
     assert "holds 0" in learning_verdict([-0.1, 0.4], [-0.2, 0.2], [0.1, 0.3])
+    assert "control falls" in learning_verdict([0.1, 0.4], [-0.5, -0.1], [0.1, 0.3])
     assert "does not beat the control" in learning_verdict([0.1, 0.4], [-0.2, 0.2], [-0.05, 0.3])
     assert "no paired comparison" in learning_verdict([0.1, 0.4], [-0.2, 0.2], None)
     assert learning_verdict([0.1, 0.4], [-0.2, 0.2], [0.02, 0.3]).startswith("learns")
