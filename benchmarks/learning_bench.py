@@ -18,9 +18,12 @@ build by build at each step after the first: the same corpus and seeds, so corpu
 resampled), `nonzero_advantage_fraction` (per step: the share of groups whose advantages are not all zero), the
 exam utilities `exam_utility_flat|scripted|trained| sft_only|untrained` (mean U per question, with CIs) and
 `exam_trained_minus_untrained_ci` (paired bootstrap over questions), the targets and whether each is met, a
-`verdict` (one sentence: learning counts only when the control's gain is noise and the run beats it), timings,
-and both runs' folders. OUT/learning.png plots the reward per step of both runs and the valid-call rate. This
-measures learning, not the machinery.
+`verdict` (one sentence: learning counts only when the control's gain is noise and the run beats it), what the
+policy does (`tool_rates`: per tool, the share of builds calling it at each step, run and control;
+`late_tool_shift`: per tool, run minus control over the last 6 steps with a CI over whole steps), timings, and
+both runs' folders. OUT/learning.png plots the reward per step of both runs and the valid-call rate,
+OUT/behaviour.png the tool shares. This measures learning, not the machinery: the behaviour shift says whether
+the updates changed what the policy does on corpora it sees once, the reward figures whether that paid.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from librarian.config import load_config, to_plain  # noqa: E402
+from librarian.evaluation.behaviour_shift import behaviour_fields, plot_behaviour  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     learning_verdict,
@@ -147,7 +151,7 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
         "control_reward_gain": control_gain["gain"], "control_reward_gain_ci": control_gain["ci"],
         **over_control_fields(per_step, control_per_step),
         "nonzero_advantage_fraction": [float(h.get("nonzero_advantage_fraction", 0.0)) for h in history],
-        "sft": run.get("sft", {}), **exam_figures(run),
+        "sft": run.get("sft", {}), **exam_figures(run), **behaviour_fields(out / "run", out / "control"),
         "run_s": run_s, "control_s": control_s, "run_dir": str(out / "run"), "control_dir": str(out / "control"),
     }
     trained_ci = results.get("exam_trained_minus_untrained_ci", [float("nan")] * 2)
@@ -163,7 +167,8 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     plot_learning(out / "learning.png", results["reward_per_step"], results["control_reward_per_step"], valid,
                   results["nonzero_advantage_fraction"])
-    print(json.dumps({k: v for k, v in results.items() if k not in ("sft",)}, indent=2))
+    plot_behaviour(out / "behaviour.png", results["tool_rates"])
+    print(json.dumps({k: v for k, v in results.items() if k not in ("sft", "tool_rates")}, indent=2))
     print(f"verdict: {results['verdict']}")
     print(f"wrote {out / 'results.json'} and {out / 'learning.png'}")
     return 0

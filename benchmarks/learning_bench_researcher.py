@@ -24,8 +24,10 @@ G trajectories did not all get the same recall), the evaluation's `eval_source_r
 and the control's policy on the test questions, with CIs), `eval_trained_minus_sft_only` (paired bootstrap over
 questions), the scripted researcher's `eval_source_recall_scripted_<arm>` (a reference at the evaluation budget),
 the targets and whether each is met, a `verdict` (one sentence: learning counts only when the control's gain is
-noise and the run beats it), timings and both runs' folders. OUT/learning.png plots the source recall per
-step of both runs, the valid-call rate and the nonzero-advantage fraction. This measures learning, not the
+noise and the run beats it), `tool_rates` and `late_tool_shift` (the share of trajectories calling each tool per
+step, run and control, and run minus control over the last 6 steps with a CI), timings and both runs' folders.
+OUT/learning.png plots the source recall per step of both runs, the valid-call rate and the nonzero-advantage
+fraction; OUT/behaviour.png the tool shares. This measures learning, not the
 machinery.
 """
 
@@ -43,6 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 from librarian.config import load_config  # noqa: E402
+from librarian.evaluation.behaviour_shift import behaviour_fields, plot_behaviour  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
     learning_verdict,
@@ -152,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         "rounds_per_step": [float(h.get("rounds", 0.0)) for h in history],
         "sft": run.get("sft", {}), "control_sft": control.get("sft", {}), **eval_figures(run, control),
         "trainable_norm": run.get("trainable_norm", {}), "control_trainable_norm": control.get("trainable_norm", {}),
+        **behaviour_fields(out / "run", out / "control"),
         "run_s": run_s, "control_s": control_s, "run_dir": str(out / "run"), "control_dir": str(out / "control"),
     }
     diff_ci = results.get("eval_trained_minus_sft_only_ci", [float("nan")] * 2)
@@ -169,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
     plot_learning(out / "learning.png", results["source_recall_per_step"], results["control_source_recall_per_step"],
                   valid, results["nonzero_advantage_fraction"], ylabel="mean source recall")
-    print(json.dumps({k: v for k, v in results.items() if k not in ("sft", "control_sft")}, indent=2))
+    plot_behaviour(out / "behaviour.png", results["tool_rates"], unit="trajectories")
+    print(json.dumps({k: v for k, v in results.items() if k not in ("sft", "control_sft", "tool_rates")}, indent=2))
     print(f"verdict: {results['verdict']}")
     print(f"wrote {out / 'results.json'} and {out / 'learning.png'}")
     return 0

@@ -1,6 +1,7 @@
 """RL throughput: builds a minute of a GRPO step on the learning preset, today's settings against the fast ones.
 
     python benchmarks/rl_throughput.py --out build/bench/rl_throughput [--steps 3] [--init-from DIR] [key=value ...]
+    python benchmarks/rl_throughput.py --pipeline researcher --out build/bench/rl_throughput_researcher [--steps 3]
 
 Two `train_builder` runs of `configs/learning_builder.yaml` (SmolLM2-135M-Instruct with LoRA, tool calls under
 the grammar, probe rewards), one after the other in this process, the same seeds, no exam:
@@ -22,6 +23,13 @@ OUT/results.json: `builds_per_minute`, `tokens_per_second_rollout`, `learner_sec
 baseline; target 4), and the policy's quality at step 0 in both runs, each with a 95% CI: `valid_call_rate` (per
 policy turn) and `success_rate` (builds whose reward is positive); `quality_same` when each pair of CIs overlaps.
 OUT/throughput.png compares the four figures. This measures the machinery's speed, not learning.
+
+`--pipeline researcher` does the same for `train_researcher` on `configs/researcher_learning.yaml` (`hf`, one
+torch thread, a group of 4 trajectories, the KL term to the SFT policy) against `FAST_RESEARCHER`: vLLM rollouts
+serving merged weights, both cores, one micro-batch per sequence, a group of 8 (the KL term stays, so the shared
+opening is not used). Its figures are `trajectories_per_minute` and the rest as above; step-0 quality is the
+success rate (source recall above 0) with a CI and the valid-call rate of the run's history (no CI: the
+researcher's rows do not keep each turn's validity).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,22 +52,55 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from librarian.config import load_config  # noqa: E402
 from librarian.evaluation.metrics.bootstrap import bootstrap_ci  # noqa: E402
+from librarian.pipelines.builder import train as builder_train  # noqa: E402
 from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
-from librarian.pipelines.builder.train import check, run  # noqa: E402
+from librarian.pipelines.researcher import train as researcher_train  # noqa: E402
+from librarian.pipelines.researcher.config import TrainResearcherConfig  # noqa: E402
+from librarian.rl import check as rl_check  # noqa: E402
 
-DEFAULT_CONFIG = "configs/learning_builder.yaml"
 TARGET = 4.0
-COMMON = ["exam.enabled=false", "checkpoint_every=0"]
 FAST = ["rollout.backend=vllm",
         "rollout.options={model: smollm2, max_model_len: 4096, env: {OMP_NUM_THREADS: '2'}}",
         "learner.lora.publish=merged", "rollout.torch_threads=2", "learner.max_tokens_per_micro_batch=1",
         "learner.group_size=16", "learner.shared_prefix=256"]
+FAST_RESEARCHER = ["rollout.backend=vllm",
+                   "rollout.options={model: smollm2, max_model_len: 8192, env: {OMP_NUM_THREADS: '2'}}",
+                   "learner.lora.publish=merged", "rollout.torch_threads=2", "learner.max_tokens_per_micro_batch=1",
+                   "learner.group_size=8"]
 
 
-def run_pipeline(config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
-    cfg = load_config(TrainBuilderConfig, [*overrides, f"out_dir={out}"], config_file=config)
-    check(cfg)
-    return run(cfg)
+def build_reward(row: dict[str, Any]) -> float:
+    """A build's reward: the sum of its turns' rewards."""
+    return sum(t["reward"] for t in row["turns"])
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What the benchmark runs for one pipeline: its config class, check and run, preset, fast overrides."""
+
+    config_cls: type
+    check: Callable[[Any], Any]
+    run: Callable[[Any], dict[str, Any]]
+    default_config: str
+    common: tuple[str, ...]
+    fast: tuple[str, ...]
+    unit: str  # what one sample is called in the figures: builds | trajectories
+    reward: Callable[[dict[str, Any]], float]
+
+
+PIPELINES = {
+    "builder": Pipeline(TrainBuilderConfig, builder_train.check, builder_train.run, "configs/learning_builder.yaml",
+                        ("exam.enabled=false", "checkpoint_every=0"), tuple(FAST), "builds", build_reward),
+    "researcher": Pipeline(TrainResearcherConfig, rl_check, researcher_train.run, "configs/researcher_learning.yaml",
+                           ("eval.enabled=false", "checkpoint_every=0"), tuple(FAST_RESEARCHER), "trajectories",
+                           lambda row: float(row["reward"])),
+}
+
+
+def run_pipeline(pipeline: Pipeline, config: str, out: Path, overrides: list[str]) -> dict[str, Any]:
+    cfg = load_config(pipeline.config_cls, [*overrides, f"out_dir={out}"], config_file=config)
+    pipeline.check(cfg)
+    return pipeline.run(cfg)
 
 
 def read_rows(run_dir: Path) -> list[dict[str, Any]]:
@@ -66,30 +109,36 @@ def read_rows(run_dir: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def rates(history: list[dict[str, float]], rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Builds a minute, rollout tokens a second, learner and probe seconds a step, over the steps after the first."""
+def rates(history: list[dict[str, float]], rows: list[dict[str, Any]], unit: str = "builds") -> dict[str, float]:
+    """Samples (`unit`) a minute, rollout tokens a second, learner and probe seconds a step, over the steps after
+    the first."""
     steady = history[1:] or history
     steps = {int(h["step"]) for h in steady}
     builds = [r for r in rows if int(r["step"]) in steps]
     tokens = sum(t.get("tokens", 0) for r in builds for t in r["turns"])
     wall = sum(h["step_s"] for h in steady)
-    return {"builds_per_minute": 60.0 * len(builds) / wall,
+    return {f"{unit}_per_minute": 60.0 * len(builds) / wall,
             "tokens_per_second_rollout": tokens / sum(h["rollout_s"] for h in steady),
             "learner_seconds_per_step": statistics.fmean(h["update_s"] for h in steady),
             "probe_seconds_per_step": statistics.fmean(h["reward_s"] for h in steady),
             "step_seconds": statistics.fmean(h["step_s"] for h in steady),
-            "builds_per_step": len(builds) / len(steady), "steps_measured": float(len(steady))}
+            f"{unit}_per_step": len(builds) / len(steady), "steps_measured": float(len(steady))}
 
 
-def step0_quality(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The policy at step 0: valid-call rate over its turns and success rate over its builds, with 95% CIs."""
+def step0_quality(rows: list[dict[str, Any]], reward: Callable[[dict[str, Any]], float] = build_reward,
+                  unit: str = "builds", history: list[dict[str, float]] | None = None) -> dict[str, Any]:
+    """The policy at step 0: valid-call rate over its turns and success rate (reward above 0) over its samples,
+    with 95% CIs; rows that do not keep each turn's validity take the rate from step 0 of `history`, no CI."""
     first = [r for r in rows if int(r["step"]) == 0]
-    valid = [float(t["valid"]) for r in first for t in r["turns"] if t.get("tokens", 0)]
-    success = [float(sum(t["reward"] for t in r["turns"]) > 0) for r in first]
-    out: dict[str, Any] = {"builds": len(first)}
+    valid = [float(t["valid"]) for r in first for t in r["turns"] if t.get("tokens", 0) and "valid" in t]
+    success = [float(reward(r) > 0) for r in first]
+    out: dict[str, Any] = {unit: len(first)}
     for name, values in (("valid_call_rate", valid), ("success_rate", success)):
-        ci = bootstrap_ci(values, seed=0)
-        out[name], out[f"{name}_ci"] = ci.point, ci.as_list()
+        if values:
+            ci = bootstrap_ci(values, seed=0)
+            out[name], out[f"{name}_ci"] = ci.point, ci.as_list()
+        elif history:
+            out[name] = float(history[0].get(name, float("nan")))
     return out
 
 
@@ -97,19 +146,20 @@ def overlap(a: list[float], b: list[float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
 
-def plot(path: Path, fast: dict[str, float], base: dict[str, float]) -> None:
+def plot(path: Path, fast: dict[str, float], base: dict[str, float], unit: str = "builds") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    keys = ["builds_per_minute", "tokens_per_second_rollout", "learner_seconds_per_step", "probe_seconds_per_step"]
+    keys = [f"{unit}_per_minute", "tokens_per_second_rollout", "learner_seconds_per_step", "probe_seconds_per_step"]
     fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys), 3.4))
     for ax, key in zip(axes, keys, strict=True):
         ax.bar(["baseline", "fast"], [base[key], fast[key]], color=["#999999", "#3366cc"])
         ax.set_title(key.replace("_", " "), fontsize=9)
-    fig.suptitle(f"RL step throughput, learning preset: {fast['builds_per_minute'] / base['builds_per_minute']:.1f}x "
-                 "builds a minute (steps after the first)", fontsize=10)
+    speedup = fast[f"{unit}_per_minute"] / base[f"{unit}_per_minute"]
+    fig.suptitle(f"RL step throughput, learning preset: {speedup:.1f}x {unit} a minute (steps after the first)",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -118,7 +168,8 @@ def plot(path: Path, fast: dict[str, float], base: dict[str, float]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--config", default=DEFAULT_CONFIG)
+    ap.add_argument("--pipeline", choices=sorted(PIPELINES), default="builder")
+    ap.add_argument("--config", default="", help="the preset (default: the pipeline's learning preset)")
     ap.add_argument("--steps", type=int, default=3, help="GRPO steps a run (the first is a warm-up)")
     ap.add_argument("--init-from", default="", metavar="DIR",
                     help="an earlier run's SFT warm start of the same preset (OUT/baseline/checkpoints/sft) for "
@@ -132,30 +183,35 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    common = [*COMMON, f"steps={args.steps}", *args.overrides]
+    pipeline = PIPELINES[args.pipeline]
+    config = args.config or pipeline.default_config
+    common = [*pipeline.common, f"steps={args.steps}", *args.overrides]
     started = time.perf_counter()
     given = [f"sft.init_from={args.init_from}"] if args.init_from else []
-    base = run_pipeline(args.config, out / "baseline", [*common, *given])
+    base = run_pipeline(pipeline, config, out / "baseline", [*common, *given])
     warm = Path(args.init_from) if args.init_from else out / "baseline" / "checkpoints" / "sft"
-    fast = run_pipeline(args.config, out / "fast", [*common, *FAST, *([f"sft.init_from={warm}"] if warm.exists()
-                                                                      else [])])
+    fast = run_pipeline(pipeline, config, out / "fast",
+                        [*common, *pipeline.fast, *([f"sft.init_from={warm}"] if warm.exists() else [])])
     base_rows, fast_rows = read_rows(out / "baseline"), read_rows(out / "fast")
-    base_rates, fast_rates = rates(base["history"], base_rows), rates(fast["history"], fast_rows)
-    q_base, q_fast = step0_quality(base_rows), step0_quality(fast_rows)
+    unit = pipeline.unit
+    base_rates, fast_rates = rates(base["history"], base_rows, unit), rates(fast["history"], fast_rows, unit)
+    q_base = step0_quality(base_rows, pipeline.reward, unit, base["history"])
+    q_fast = step0_quality(fast_rows, pipeline.reward, unit, fast["history"])
     results: dict[str, Any] = {
-        "config": args.config, "steps": args.steps, "overrides": args.overrides, "fast_overrides": FAST,
-        "init_from": args.init_from,
+        "pipeline": args.pipeline, "config": config, "steps": args.steps, "overrides": args.overrides,
+        "fast_overrides": list(pipeline.fast), "init_from": args.init_from,
         **fast_rates, **{f"baseline_{k}": v for k, v in base_rates.items()},
-        "speedup": fast_rates["builds_per_minute"] / base_rates["builds_per_minute"], "target": TARGET,
+        "speedup": fast_rates[f"{unit}_per_minute"] / base_rates[f"{unit}_per_minute"], "target": TARGET,
         "step0": q_fast, "baseline_step0": q_base,
         "quality_same": all(overlap(q_fast[f"{k}_ci"], q_base[f"{k}_ci"]) for k in ("valid_call_rate",
-                                                                                      "success_rate")),
+                                                                                      "success_rate")
+                            if f"{k}_ci" in q_fast and f"{k}_ci" in q_base),
         "wall_s": time.perf_counter() - started, "load_average": os.getloadavg(),
         "runs": {"baseline": str(out / "baseline"), "fast": str(out / "fast")},
     }
     results["met"] = results["speedup"] >= TARGET and results["quality_same"]
     (out / "results.json").write_text(json.dumps(results, indent=2), encoding="utf-8")
-    plot(out / "throughput.png", fast_rates, base_rates)
+    plot(out / "throughput.png", fast_rates, base_rates, unit)
     print(json.dumps({k: v for k, v in results.items() if k != "runs"}, indent=2))
     print(f"wrote {out / 'results.json'} and {out / 'throughput.png'}")
     return 0
