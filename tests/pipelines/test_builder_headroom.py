@@ -159,3 +159,31 @@ def test_the_powered_preset_trains_on_fresh_corpora_with_the_exams_group_sizes()
              "exam": [len(q.support) for c in exam for q in c.questions]}
     assert min(sizes["train"]) == min(sizes["exam"]) == 6 and max(sizes["train"]) == max(sizes["exam"]) == 13
     assert cfg.learner.group_size >= 8 and cfg.steps >= 24
+
+
+def test_the_matched_preset_revisits_only_its_first_corpora_at_the_end_and_never_warms_up_on_them():
+    cfg = load_config(TrainBuilderConfig, [], config_file=ROOT / "configs" / "learning_builder_matched.yaml")
+    _, train, exam = task_corpora(cfg.data)
+    per_step = [c.corpus_id for s in range(cfg.steps) for _, c in rotation(train, s, cfg.learner.batch_size)]
+    ends = 3  # learning_curves.ENDS: the reward gain's window at each end
+    assert per_step[-ends:] == per_step[:ends]  # the gain compares the same corpora before and after
+    assert len(set(per_step[:-ends])) == cfg.steps - ends  # every other step trains on a fresh corpus
+    teacher = teacher_corpora(cfg.data, train, cfg.sft.corpora)
+    assert len(teacher) == cfg.sft.corpora
+    questions = {q.id for c in teacher for q in c.questions}
+    assert not questions & {q.id for c in train + exam for q in c.questions}
+
+
+def test_a_warm_start_kept_off_the_training_corpora_needs_universes_of_its_own():
+    base = ["data.people=200", "data.train_corpora=2", "data.exam_corpora=2", "data.max_support=13",
+            "data.min_support=6", "data.questions_per_corpus=1", "data.docs_per_corpus=16", "data.train_seeds=[3]",
+            "data.question_kinds=[qc4_city_count,qc4_job_count]", "data.sft_from_train=false",
+            "data.split_sizes={train: 60, test_in: 250, test_out: 0, eval_in: 40, eval_out: 0}"]
+    data = load_config(TrainBuilderConfig, base).data
+    _, train, _ = task_corpora(data)
+    with pytest.raises(CorpusError, match="sft_from_train=false .* data.sft_seeds, which is empty"):
+        teacher_corpora(data, train, 2)
+    assert teacher_corpora(data, train, 0) == []
+    with_seeds = load_config(TrainBuilderConfig, [*base, "data.sft_seeds=[4]"]).data
+    chosen = teacher_corpora(with_seeds, train, 2)
+    assert len(chosen) == 2 and all(q.id.endswith("@s4") for c in chosen for q in c.questions)

@@ -211,5 +211,11 @@ def sft_corpora(data: Any, count: int) -> list[Corpus]:
 
 
 def teacher_corpora(data: Any, train: list[Corpus], count: int) -> list[Corpus]:
-    """The SFT teacher's `count` corpora: the training corpora, then those of `data.sft_seeds`."""
-    return (train + sft_corpora(data, count - len(train)))[:count]
+    """The SFT teacher's `count` corpora: the training corpora, then those of `data.sft_seeds`; only the latter
+    when `data.sft_from_train` is false (raises CorpusError when it has no `sft_seeds` to draw from)."""
+    if getattr(data, "sft_from_train", True):
+        return (train + sft_corpora(data, count - len(train)))[:count]
+    if count > 0 and not getattr(data, "sft_seeds", None):
+        raise CorpusError("data.sft_from_train=false takes the SFT teacher's corpora from data.sft_seeds, which is "
+                          "empty: name universes there (e.g. data.sft_seeds=[9,10,11]) or set sft_from_train=true")
+    return sft_corpora(data, count)[:count]
