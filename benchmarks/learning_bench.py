@@ -52,6 +52,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     rewards_by_step,
     run_concurrently,
     shared_warm_start,
+    turn_reward_sum,
 )
 from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
 from librarian.pipelines.builder.train import check, run  # noqa: E402
@@ -88,17 +89,12 @@ def exam_figures(results: dict[str, Any]) -> dict[str, Any]:
 RUN_EXTRA = ["exam.untrained=true", "exam.sft_only=true"]
 
 
-def build_reward(row: dict) -> float:
-    """A build's reward: the sum of its turns' rewards (a trajectories.jsonl row)."""
-    return sum(t["reward"] for t in row["turns"])
-
-
 def main(argv: list[str] | None = None) -> int:
     args, out, common = bench_args(__doc__.split("\n\n")[0], DEFAULT_CONFIG, argv)
     started = time.perf_counter()
     if args.pool:  # earlier OUT folders, pooled: nothing runs
         try:
-            print(json.dumps(pool_report(out, [Path(p) for p in args.pool], build_reward), indent=2))
+            print(json.dumps(pool_report(out, [Path(p) for p in args.pool], turn_reward_sum), indent=2))
         except ValueError as exc:
             raise SystemExit(f"--pool: {exc}") from None
         return 0
@@ -137,8 +133,8 @@ def control_overrides(common: list[str], run_config: dict[str, Any]) -> list[str
 
 def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: float) -> int:
     """results.json and learning.png from the two runs' folders."""
-    per_step = rewards_by_step(out / "run", build_reward)
-    control_per_step = rewards_by_step(out / "control", build_reward)
+    per_step = rewards_by_step(out / "run", turn_reward_sum)
+    control_per_step = rewards_by_step(out / "control", turn_reward_sum)
     history = run["history"]
     valid = [float(h.get("valid_call_rate", 0.0)) for h in history]
     run_gain, control_gain = reward_gain(per_step), reward_gain(control_per_step)

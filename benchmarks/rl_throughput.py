@@ -51,6 +51,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from librarian.config import load_config  # noqa: E402
+from librarian.evaluation.learning_curves import turn_reward_sum  # noqa: E402
 from librarian.evaluation.metrics.bootstrap import bootstrap_ci  # noqa: E402
 from librarian.pipelines.builder import train as builder_train  # noqa: E402
 from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
@@ -69,11 +70,6 @@ FAST_RESEARCHER = ["rollout.backend=vllm",
                    "learner.group_size=8"]
 
 
-def build_reward(row: dict[str, Any]) -> float:
-    """A build's reward: the sum of its turns' rewards."""
-    return sum(t["reward"] for t in row["turns"])
-
-
 @dataclass(frozen=True)
 class Pipeline:
     """What the benchmark runs for one pipeline: its config class, check and run, preset, fast overrides."""
@@ -90,7 +86,7 @@ class Pipeline:
 
 PIPELINES = {
     "builder": Pipeline(TrainBuilderConfig, builder_train.check, builder_train.run, "configs/learning_builder.yaml",
-                        ("exam.enabled=false", "checkpoint_every=0"), tuple(FAST), "builds", build_reward),
+                        ("exam.enabled=false", "checkpoint_every=0"), tuple(FAST), "builds", turn_reward_sum),
     "researcher": Pipeline(TrainResearcherConfig, rl_check, researcher_train.run, "configs/researcher_learning.yaml",
                            ("eval.enabled=false", "checkpoint_every=0"), tuple(FAST_RESEARCHER), "trajectories",
                            lambda row: float(row["reward"])),
@@ -125,7 +121,7 @@ def rates(history: list[dict[str, float]], rows: list[dict[str, Any]], unit: str
             f"{unit}_per_step": len(builds) / len(steady), "steps_measured": float(len(steady))}
 
 
-def step0_quality(rows: list[dict[str, Any]], reward: Callable[[dict[str, Any]], float] = build_reward,
+def step0_quality(rows: list[dict[str, Any]], reward: Callable[[dict[str, Any]], float] = turn_reward_sum,
                   unit: str = "builds", history: list[dict[str, float]] | None = None) -> dict[str, Any]:
     """The policy at step 0: valid-call rate over its turns and success rate (reward above 0) over its samples,
     with 95% CIs; rows that do not keep each turn's validity take the rate from step 0 of `history`, no CI."""

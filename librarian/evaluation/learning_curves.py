@@ -23,6 +23,12 @@ from librarian.evaluation.metrics.bootstrap import cluster_bootstrap_ci, unpaire
 ENDS = 3
 
 
+def turn_reward_sum(row: dict) -> float:
+    """A multi-turn trajectory's reward (a builder's build): the sum of its turns' rewards, from a
+    trajectories.jsonl row."""
+    return sum(t["reward"] for t in row["turns"])
+
+
 def rewards_by_step(run_dir: Path, reward: Callable[[dict], float]) -> dict[int, list[float]]:
     """Step -> every trajectory's reward (`reward(row)`), from a run's trajectories.jsonl, in step order."""
     out: dict[int, list[float]] = {}
