@@ -137,7 +137,7 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
     control_per_step = rewards_by_step(out / "control", turn_reward_sum)
     history = run["history"]
     valid = [float(h.get("valid_call_rate", 0.0)) for h in history]
-    run_gain, control_gain = reward_gain(per_step), reward_gain(control_per_step)
+    run_gain, control_gain = reward_gain(per_step, args.ends), reward_gain(control_per_step, args.ends)
     results: dict[str, Any] = {
         "config": args.config, "steps": args.steps, "overrides": args.overrides,
         "valid_call_rate": valid,

@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     control_per_step = rewards_by_step(out / "control", lambda row: row["reward"])
     history, control_history = run["history"], control["history"]
     valid = [float(h.get("valid_call_rate", 0.0)) for h in history]
-    run_gain, control_gain = reward_gain(per_step), reward_gain(control_per_step)
+    run_gain, control_gain = reward_gain(per_step, args.ends), reward_gain(control_per_step, args.ends)
     results: dict[str, Any] = {
         "config": args.config, "steps": args.steps, "overrides": args.overrides, "gain_ends": run_gain["ends"],
         "valid_call_rate": valid,

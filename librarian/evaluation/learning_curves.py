@@ -165,6 +165,8 @@ def bench_args(description: str, default_config: str, argv: list[str] | None = N
     ap.add_argument("--out", required=True)
     ap.add_argument("--config", default=default_config)
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--ends", type=int, default=ENDS,
+                    help=f"steps at each end of the run that reward_gain compares (default {ENDS})")
     ap.add_argument("--concurrent", action="store_true",
                     help="run the run and the control at the same time, each in its own process (and Ray)")
     ap.add_argument("--only", choices=("run", "control"), help="run just one of the two (what --concurrent does)")

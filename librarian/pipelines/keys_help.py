@@ -81,6 +81,7 @@ GLOSSARY: dict[str, str] = {
     "train_seed": "universe the training corpora come from (every split of it); empty: the train split of data.seed",
     "train_min_support": "fewest supporting facts of a training question (0: min_support)",
     "sft_seeds": "further universes whose corpora the SFT teacher also builds (sft.corpora counts all)",
+    "train_order": "training corpus ids in the order GRPO steps take them (in rotation); empty: as generated",
     "sft_from_train": "false: the SFT teacher builds only sft_seeds' corpora, none of the training corpora",
     "speakers": "speakers in the generated Memory-Gym history",
     "sessions": "sessions in the generated Memory-Gym history",

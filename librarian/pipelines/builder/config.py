@@ -45,6 +45,8 @@ class DataConfig:
     sft_seeds: list = field(default_factory=list)  # further universes whose corpora (drawn as the training
     # corpora are) the SFT teacher builds after the training corpora (`sft.corpora` counts both), so the warm
     # start sees many keys while GRPO keeps its few revisited corpora; empty: the training corpora only
+    train_order: list = field(default_factory=list)  # corpus ids (e.g. w6-0) in the order GRPO steps take them,
+    # in rotation (a name may repeat); empty: as generated. Names must be among the `train_corpora` generated
     sft_from_train: bool = True  # false: the SFT teacher builds only `sft_seeds`' corpora, none of the training
     # corpora, so no corpus GRPO is measured on was memorised in the warm start
 

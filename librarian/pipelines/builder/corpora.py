@@ -158,9 +158,25 @@ def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[
                              min_support=getattr(data, "train_min_support", 0) or min_support, **common)
     if train_world is not kbgym and not train_seeds:  # question ids count within a universe: keep the other world's apart
         train = [replace(c, questions=[replace(q, id=f"{q.id}@w{train_seed}") for q in c.questions]) for c in train]
+    train = ordered_corpora(train, list(getattr(data, "train_order", None) or ()))
     held = make_corpora(kbgym, data.exam_corpora, splits=EXAM_SPLITS, prefix="x", min_support=min_support,
                         **common) if exam else []
     return kbgym, train, held
+
+
+def ordered_corpora(train: list[Corpus], order: list[str]) -> list[Corpus]:
+    """The training corpora in the order the GRPO steps take them (in rotation): `order` names corpus ids (a name
+    may repeat, to revisit a corpus); empty keeps `train` as generated. Raises CorpusError naming any id that is
+    not a generated training corpus."""
+    if not order:
+        return train
+    by_id = {c.corpus_id: c for c in train}
+    unknown = [name for name in order if name not in by_id]
+    if unknown:
+        have = f"{train[0].corpus_id} .. {train[-1].corpus_id}" if train else "none"
+        raise CorpusError(f"data.train_order names {', '.join(map(repr, unknown))}, not among the {len(train)} "
+                          f"training corpora ({have}): raise data.train_corpora or fix the names")
+    return [by_id[name] for name in order]
 
 
 def universe_corpora(data: Any, seeds: list[int] | tuple[int, ...], count: int, tag: str, key: str,
