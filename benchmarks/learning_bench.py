@@ -1,7 +1,7 @@
 """Does the builder learn? `train_builder` on a task with headroom, against a control run with a learning rate of 0.
 
     python benchmarks/learning_bench.py --out build/bench/learning [--config configs/learning_builder.yaml]
-        [--steps 12] [key=value ...]
+        [--steps 12] [--ends 3] [key=value ...]
 
 Two runs of `librarian train_builder` with the same seeds (SmolLM2-135M-Instruct with LoRA, tool calls under
 the tools' grammar, an SFT warm start from the scripted builder, multi-turn GRPO on probe rewards):
@@ -12,10 +12,11 @@ the tools' grammar, an SFT warm start from the scripted builder, multi-turn GRPO
   GRPO steps sample from the SFT policy and change nothing: any reward gain it shows is noise.
 
 OUT/results.json holds `valid_call_rate` (per step), `reward_per_step` and `control_reward_per_step`, `reward_gain`
-(mean build reward of the last 3 steps minus the first 3) with `reward_gain_ci` (bootstrap 95%, builds resampled
-within each end) and the same for the control, `gain_over_control` with `gain_over_control_ci` (run minus control
-build by build at each step after the first: the same corpus and seeds, so corpus difficulty cancels; whole steps
-resampled), `nonzero_advantage_fraction` (per step: the share of groups whose advantages are not all zero), the
+(mean build reward of the last `--ends` steps minus the first, 3 by default) with `reward_gain_ci` (bootstrap
+95%, builds resampled within each end) and the same for the control, `ends_by_corpus` (each corpus trained on at
+both ends: its mean build reward at each end, run and control), `gain_over_control` with `gain_over_control_ci`
+(run minus control build by build at each step after the first: the same corpus and seeds, so corpus difficulty
+cancels; whole steps resampled), `nonzero_advantage_fraction` (per step: the share of groups whose advantages are not all zero), the
 exam utilities `exam_utility_flat|scripted|trained| sft_only|untrained` (mean U per question, with CIs) and
 `exam_trained_minus_untrained_ci` (paired bootstrap over questions), the targets and whether each is met, a
 `verdict` (one sentence: learning counts only when the control's gain is noise and the run beats it), what the
@@ -43,6 +44,7 @@ from librarian.config import load_config, to_plain  # noqa: E402
 from librarian.evaluation.behaviour_shift import behaviour_fields, plot_behaviour  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
     bench_args,
+    ends_by_corpus,
     learning_verdict,
     over_control_fields,
     plot_learning,
@@ -145,6 +147,7 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
         "control_reward_per_step": [statistics.fmean(v) for v in control_per_step.values()],
         "reward_gain_ends": run_gain["ends"], "reward_gain": run_gain["gain"], "reward_gain_ci": run_gain["ci"],
         "control_reward_gain": control_gain["gain"], "control_reward_gain_ci": control_gain["ci"],
+        "ends_by_corpus": {which: ends_by_corpus(out / which, turn_reward_sum, args.ends) for which in ("run", "control")},
         **over_control_fields(per_step, control_per_step),
         "nonzero_advantage_fraction": [float(h.get("nonzero_advantage_fraction", 0.0)) for h in history],
         "sft": run.get("sft", {}), **exam_figures(run), **behaviour_fields(out / "run", out / "control"),

@@ -16,7 +16,7 @@ hint-guided outcome GRPO with the source-recall reward):
 OUT/results.json holds `valid_call_rate` (per GRPO step: the share of policy turns whose message parsed into tool
 calls with no call error), `source_recall_per_step` and `control_source_recall_per_step` (mean source recall of the
 step's trajectories, from each run's trajectories.jsonl), `reward_gain` (mean per-trajectory source recall of the
-last 3 steps minus the first 3) with `reward_gain_ci` (bootstrap 95%, trajectories resampled within each end) and
+last `--ends` steps minus the first, 3 by default) with `reward_gain_ci` (bootstrap 95%, trajectories resampled within each end) and
 the same for the control, `gain_over_control` with `gain_over_control_ci` (run minus control build by build at each
 step after the first: the same question and seeds, so question difficulty cancels; whole steps resampled),
 `nonzero_advantage_fraction` (per step: the share of question groups whose advantages are not all zero, i.e. whose

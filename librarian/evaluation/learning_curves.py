@@ -39,6 +39,25 @@ def rewards_by_step(run_dir: Path, reward: Callable[[dict], float]) -> dict[int,
     return dict(sorted(out.items()))
 
 
+def ends_by_corpus(run_dir: Path, reward: Callable[[dict], float], ends: int = ENDS) -> dict[str, dict[str, float]]:
+    """Per corpus trained on at both ends of a run (the first and the last `ends` steps): its mean reward at each
+    end, from the run's trajectories.jsonl (rows with `step` and `corpus`); {} when no corpus is at both ends."""
+    rows = [json.loads(line) for line in (Path(run_dir) / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    steps = sorted({int(r["step"]) for r in rows})
+    ends = min(ends, len(steps) // 2)
+    if not ends:
+        return {}
+    first, last = set(steps[:ends]), set(steps[-ends:])
+    by_end: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        end = "first" if int(r["step"]) in first else "last" if int(r["step"]) in last else None
+        if end:
+            by_end.setdefault(str(r["corpus"]), {"first": [], "last": []})[end].append(float(reward(r)))
+    return {c: {end: sum(v) / len(v) for end, v in both.items()}
+            for c, both in sorted(by_end.items()) if both["first"] and both["last"]}
+
+
 def reward_gain(per_step: dict[int, list[float]], ends: int = ENDS, seed: int = 0) -> dict[str, Any]:
     """Mean reward of the last `ends` steps minus the first `ends` with a bootstrap 95% CI (fewer ends when
     the run is shorter than 2 x `ends` steps); raises ValueError with fewer than 2 steps."""

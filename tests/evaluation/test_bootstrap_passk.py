@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from librarian.evaluation.learning_curves import (
+    bench_args,
+    ends_by_corpus,
     gain_over_control,
     plot_learning,
     pool_report,
@@ -155,8 +157,27 @@ def test_reward_gain_and_plot_from_trajectories(tmp_path):
     gain = reward_gain(per_step)
     assert gain["ends"] == 3 and abs(gain["gain"] - 0.75) < 1e-12 and gain["ci"][0] > 0
     assert reward_gain({0: [0.0], 1: [1.0]})["ends"] == 1
+    wide = reward_gain(per_step, ends=2)  # steps 0-1 (all 0) against 4-5 (three of four 1)
+    assert wide["ends"] == 2 and abs(wide["gain"] - 0.75) < 1e-12
+    assert reward_gain(per_step, ends=1)["gain"] == 0.75 and reward_gain(per_step, ends=6)["ends"] == 3
     plot_learning(tmp_path / "p.png", [0.1, 0.2], [0.1, 0.1], [1.0, 1.0], [0.5, 1.0])
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_ends_by_corpus_gives_each_revisited_corpus_its_mean_at_both_ends(tmp_path):
+    corpora = ["a", "b", "c", "a", "b"]  # a and b revisited: steps 0-1 and 3-4
+    rows = [{"step": s, "corpus": c, "reward": float(s + k)} for s, c in enumerate(corpora) for k in range(2)]
+    (tmp_path / "trajectories.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    out = ends_by_corpus(tmp_path, lambda row: row["reward"], ends=2)
+    assert out == {"a": {"first": 0.5, "last": 3.5}, "b": {"first": 1.5, "last": 4.5}}
+    assert ends_by_corpus(tmp_path, lambda row: row["reward"], ends=1) == {}  # step 0 trains a, step 4 b
+    assert set(ends_by_corpus(tmp_path, lambda row: row["reward"], ends=9)) == {"a", "b"}  # capped at 2 ends
+
+
+def test_the_benchmarks_command_line_takes_the_gains_window(tmp_path):
+    args, out, common = bench_args("x", "c.yaml", ["--out", str(tmp_path / "o"), "--ends", "6", "seed=2"])
+    assert args.ends == 6 and out.is_dir() and common[-1] == "seed=2"
+    assert bench_args("x", "c.yaml", ["--out", str(tmp_path / "o")])[0].ends == 3
 
 
 def test_gain_over_control_pairs_builds_by_step():

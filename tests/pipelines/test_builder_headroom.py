@@ -14,6 +14,7 @@ from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.builder.corpora import (
     CorpusError,
     make_corpora,
+    ordered_corpora,
     sft_corpora,
     task_corpora,
     teacher_corpora,
@@ -187,3 +188,27 @@ def test_a_warm_start_kept_off_the_training_corpora_needs_universes_of_its_own()
     with_seeds = load_config(TrainBuilderConfig, [*base, "data.sft_seeds=[4]"]).data
     chosen = teacher_corpora(with_seeds, train, 2)
     assert len(chosen) == 2 and all(q.id.endswith("@s4") for c in chosen for q in c.questions)
+
+
+def test_a_train_order_puts_the_named_corpora_in_rotation_and_refuses_names_it_does_not_have(kbgym):
+    made = make_corpora(kbgym, 4, questions=1, docs=10, splits=("train",), seed=1, prefix="c")
+    order = ["c2", "c0", "c2"]
+    chosen = ordered_corpora(made, order)
+    assert [c.corpus_id for c in chosen] == order and chosen[0] is made[2]
+    assert [c.corpus_id for s in range(5) for _, c in rotation(chosen, s, 1)] == ["c2", "c0", "c2", "c2", "c0"]
+    assert ordered_corpora(made, []) == made
+    with pytest.raises(CorpusError, match=r"train_order names 'c9', not among the 4 training corpora \(c0 .. c3\)"):
+        ordered_corpora(made, ["c1", "c9"])
+
+
+def test_the_revisit_preset_measures_six_corpora_before_any_update_and_after_eighteen():
+    cfg = load_config(TrainBuilderConfig, [], config_file=ROOT / "configs" / "learning_builder_revisit.yaml")
+    _, train, exam = task_corpora(cfg.data)
+    per_step = [c.corpus_id for s in range(cfg.steps) for _, c in rotation(train, s, cfg.learner.batch_size)]
+    ends = 6  # the preset's --ends
+    assert per_step[-ends:] == per_step[:ends] == per_step[12:18]  # the same six corpora at both ends
+    assert len(set(per_step[:ends])) == ends and not set(per_step[ends:12]) & set(per_step[:ends])
+    assert len({c.split("-")[0] for c in per_step}) == len(cfg.data.train_seeds)  # every universe trains
+    assert cfg.seed != 0  # seed 0's control chose the six corpora: its samples stay out of the test
+    teacher = teacher_corpora(cfg.data, train, cfg.sft.corpora)
+    assert not {q.id for c in teacher for q in c.questions} & {q.id for c in train + exam for q in c.questions}
