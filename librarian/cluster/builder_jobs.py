@@ -16,6 +16,7 @@ from librarian.config import ConfigError
 
 EXECUTORS = ("extractive", "none")
 TOOL_LISTINGS = ("schema", "signatures")
+MERGE_CHILDREN = ("any", "existing")
 
 
 @dataclass
@@ -25,12 +26,17 @@ class BuilderRolloutConfig(RolloutConfig):
     listing_lines: int = 40
     content_executor: str = "extractive"  # who writes file text the builder leaves out: extractive | none
     tool_listing: str = "schema"  # schema: JSON schemas in the system turn | signatures: a short line a tool
+    merge_children: str = "any"  # under the grammar, merge_files' children: any path | existing: the synthetic
+    # files that exist in the group's builds at that turn, so a build cannot fail a merge on a made-up name
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.content_executor not in EXECUTORS:
             raise ConfigError(f"rollout.content_executor must be one of {', '.join(EXECUTORS)}, "
                               f"got {self.content_executor!r}")
+        if self.merge_children not in MERGE_CHILDREN:
+            raise ConfigError(f"rollout.merge_children must be one of {', '.join(MERGE_CHILDREN)}, "
+                              f"got {self.merge_children!r}")
         if self.tool_listing not in TOOL_LISTINGS:
             raise ConfigError(f"rollout.tool_listing must be one of {', '.join(TOOL_LISTINGS)}, "
                               f"got {self.tool_listing!r}")

@@ -7,7 +7,8 @@ a `ProbingEnv` freezes the workspace as Arrow IPC bytes for the probe pool;
 the final workspace is frozen too. Training jobs get a hint every
 `rollout.hint_every` turns (hint-guided GRPO); evaluation jobs never do.
 Under the grammar `sources` may name only the raw documents and `list` only
-the folders that exist.
+the folders that exist; with `rollout.merge_children: existing`, `merge_files`
+may merge only synthetic files that exist in the group's builds at that turn.
 
 `BuilderRolloutWorker(rollout, reward)` is a `RolloutWorker` over this
 factory, built from the config sections themselves (`rollout`, a
@@ -40,6 +41,12 @@ def content_executor(name: str) -> dict:
     if name != "extractive":
         raise ValueError(f"rollout.content_executor must be extractive or none, got {name!r}")
     return {EXECUTOR_KEY: ExtractiveExecutor()}
+
+
+def synthetic_paths(spaces: Sequence[Workspace]) -> dict[str, tuple[str, ...]]:
+    """The grammar's live enum for `merge_files`' children: the synthetic files that exist in any of `spaces`
+    now (empty until a build creates one, when the children fall back to the path pattern)."""
+    return {"merge_files.children": tuple(sorted({n.path for ws in spaces for n in ws if n.kind == "synthetic"}))}
 
 
 def hint_for(references: Sequence[HintReference], calls: list[dict], turn: int) -> str | None:
@@ -89,7 +96,8 @@ class BuilderEnvFactory:
                                   [float(t.actions) for t in traj.turns], os.getpid())
                     for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]
 
-        return EpisodeBatch(envs, role, records, paths, folders)
+        live = (lambda: synthetic_paths(spaces)) if spec.constrained and spec.merge_children == "existing" else None
+        return EpisodeBatch(envs, role, records, paths, folders, live)
 
 
 class BuilderRolloutWorker(RolloutWorker):

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from librarian.cluster.faults import CrashPlan
@@ -97,6 +97,7 @@ class EpisodeBatch:
     records: Callable[[list, int], list]  # (trajectories in group order, policy version) -> the job's records
     paths: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
+    live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None  # enums read again at every turn
 
 
 class EnvFactory(Protocol):
@@ -214,11 +215,15 @@ class RolloutWorker:
         return self.env_factory.teacher(job, self.backend)
 
     def episodes(self, job: Any, envs: list, role: Role, paths: tuple[str, ...] = (),
-                 folders: tuple[str, ...] = ()) -> list:
-        """The job's environments in one batched episode loop (the teacher's or the policy's); then the injected
-        crash point after the work."""
+                 folders: tuple[str, ...] = (), live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None
+                 ) -> list:
+        """The job's environments in one batched episode loop (the teacher's or the policy's; `live_enums`, when
+        given, re-read at every turn); then the injected crash point after the work."""
         backend = self.teacher(job) if job.teacher else self.backend
-        trajectories = run_episodes(envs, backend, role, self.loop_config(job, paths, folders))
+        config = self.loop_config(job, paths, folders)
+        if live_enums is not None:
+            config = replace(config, live_enums=live_enums)
+        trajectories = run_episodes(envs, backend, role, config)
         if self.spec.crash.should_crash(job.job_id, job.group_size):
             self.spec.crash.crash(job.job_id)
         return trajectories
@@ -227,5 +232,5 @@ class RolloutWorker:
         """The job's `group_size` episodes; one record per episode, in group order."""
         self.begin(job, box)
         batch = self.env_factory.episodes(job)
-        trajectories = self.episodes(job, batch.envs, batch.role, batch.paths, batch.folders)
+        trajectories = self.episodes(job, batch.envs, batch.role, batch.paths, batch.folders, batch.live_enums)
         return batch.records(trajectories, self.version)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from librarian.models.base import Message, PolicyBackend, Sample, SamplingParams, ToolSchema
@@ -40,6 +40,8 @@ class LoopConfig:
     constrained: bool = False  # sample every turn under the tool-call grammar of the role's tools
     free_text: bool = False  # under a grammar: a short thought may come before the calls
     grammar_enums: tuple[tuple[str, tuple[str, ...]], ...] = ()  # argument name -> allowed values (paths)
+    live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None  # enums read again at every turn (e.g.
+    # the files the builds have created so far), over `grammar_enums`
     compact_listing: bool = False  # list the compact signatures even when not constrained: a scripted SFT
     # teacher must see the prompt its constrained student will see
     tool_listing: str = "schema"  # how the system turn lists the tools: schema (the backend's JSON schemas) |
@@ -69,8 +71,11 @@ class LoopConfig:
         if not self.constrained or not tools:
             return None
 
+        enums = dict(self.grammar_enums)
+        if self.live_enums is not None:
+            enums.update({k: tuple(v) for k, v in self.live_enums().items()})
         return tool_call_grammar(tools, max_calls=max_calls or role.max_calls_per_turn, free_text=self.free_text,
-                                 enums=dict(self.grammar_enums), solo=(role.answer_tool,))
+                                 enums=enums, solo=(role.answer_tool,))
 
 
 class _Episode:
