@@ -26,8 +26,8 @@ OUT/throughput.png compares the four figures. This measures the machinery's spee
 
 `--pipeline researcher` does the same for `train_researcher` on `configs/researcher_learning.yaml` (`hf`, one
 torch thread, a group of 4 trajectories, the KL term to the SFT policy) against `FAST_RESEARCHER`: vLLM rollouts
-serving merged weights, both cores, one micro-batch per sequence, a group of 8 (the KL term stays, so the shared
-opening is not used). Its figures are `trajectories_per_minute` and the rest as above; step-0 quality is the
+serving merged weights, both cores, one micro-batch per sequence, a group of 8, and the group's shared opening
+run once per update for the policy and once for the KL term's reference (`learner.shared_prefix`). Its figures are `trajectories_per_minute` and the rest as above; step-0 quality is the
 success rate (source recall above 0) with a CI and the valid-call rate of the run's history (no CI: the
 researcher's rows do not keep each turn's validity).
 """
@@ -67,7 +67,7 @@ FAST = ["rollout.backend=vllm",
 FAST_RESEARCHER = ["rollout.backend=vllm",
                    "rollout.options={model: smollm2, max_model_len: 8192, env: {OMP_NUM_THREADS: '2'}}",
                    "learner.lora.publish=merged", "rollout.torch_threads=2", "learner.max_tokens_per_micro_batch=1",
-                   "learner.group_size=8"]
+                   "learner.group_size=8", "learner.shared_prefix=256"]
 
 
 @dataclass(frozen=True)

@@ -74,8 +74,8 @@ class LearnerConfig:
     max_tokens_per_micro_batch: int = 0  # > 0: micro-batches by token budget instead of grad_accum (verl's
     # dynamic batch size): rows x longest row <= this; a longer sequence is a micro-batch of its own
     shared_prefix: int = 0  # > 0: samples that open with at least this many equal tokens (a GRPO group's prompt)
-    # run that opening through the model once per update, not once per sample (torch engine, no gradient
-    # checkpointing, no KL term; learner/shared_prefix.py)
+    # run that opening through the model once per update, not once per sample, and once more under the KL
+    # reference when kl_coef > 0 (torch engine, no gradient checkpointing; learner/shared_prefix.py)
     logprob_chunk: int = 1024  # trained positions projected to the vocabulary at a time (0: the whole batch)
     precision: str = "fp32"  # fp32 | bf16: bfloat16 compute with float32 master weights (DeepSpeed's bf16
     # section; the torch engine: autocast over float32 trainable parameters)
@@ -145,10 +145,9 @@ def validate(cfg: LearnerConfig) -> LearnerConfig:
                            f"got {cfg.loss}")
     if cfg.shared_prefix < 0:
         raise LearnerError(f"learner.shared_prefix must be >= 0 (0: off), got {cfg.shared_prefix}")
-    if cfg.shared_prefix and (cfg.engine != "torch" or cfg.gradient_checkpointing or cfg.loss.kl_coef > 0):
-        raise LearnerError("learner.shared_prefix needs learner.engine=torch, gradient_checkpointing=false and "
-                           f"loss.kl_coef=0, got engine={cfg.engine!r}, gradient_checkpointing="
-                           f"{cfg.gradient_checkpointing}, kl_coef={cfg.loss.kl_coef}")
+    if cfg.shared_prefix and (cfg.engine != "torch" or cfg.gradient_checkpointing):
+        raise LearnerError("learner.shared_prefix needs learner.engine=torch and gradient_checkpointing=false, "
+                           f"got engine={cfg.engine!r}, gradient_checkpointing={cfg.gradient_checkpointing}")
     if cfg.deepspeed.zero_stage not in (0, 1, 2, 3):
         raise LearnerError(f"learner.deepspeed.zero_stage must be 0-3, got {cfg.deepspeed.zero_stage}")
     return cfg

@@ -280,10 +280,12 @@ class Learner:
         tokens = 0
         loss_cfg = self.cfg.loss
         device = self.engine.device
+        reference_opening: tuple[Any, Any] = (None, None)  # (the policy's opening, the reference's pass over it)
         for opening, part, weight in self._passes(samples):  # weight 0: a rank's filler pass (ZeRO-2/3)
             if part is None:  # a shared opening's suffixes are all done: backpropagate through the opening
                 opening.finish()
                 tokens += opening.length
+                reference_opening = (None, None)
                 continue
             batch = collate(part, self.pad_id).to(device)
             t, first = self._targets(batch)
@@ -297,7 +299,13 @@ class Learner:
             kl = torch.zeros(())
             if loss_cfg.kl_coef > 0:
                 with torch.no_grad(), self._reference() as reference:
-                    ref, _ = self.token_stats(batch, t, first, part, model=reference)
+                    ref_inputs = None
+                    if opening is not None:
+                        if reference_opening[0] is not opening:
+                            reference_opening = (opening, PrefixPass(reference, opening.token_ids, device,
+                                                                     self.engine.autocast()))
+                        ref_inputs = reference_opening[1].inputs(batch.attention_mask.to(device))
+                    ref, _ = self.token_stats(batch, t, first, part, model=reference, model_inputs=ref_inputs)
                 kl = kl_loss(logp, ref, t["mask"], loss_cfg.kl_type, loss_cfg.agg_mode, info)
                 loss = loss + loss_cfg.kl_coef * kl
             self.engine.backward(loss * weight)

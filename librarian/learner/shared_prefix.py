@@ -14,6 +14,10 @@ parameters, positions and attention as the whole-sequence pass, so the
 log-probs and gradients are equal up to float rounding
 (tests/learner/test_shared_prefix.py).
 
+With a KL term the reference policy needs the opening too: the learner runs
+it once more under the reference (no gradient) and its suffixes attend to that
+cache (`Learner.step`).
+
 The opening stops before the first trained token's context: a token at
 position i is predicted by the hidden state at i - 1, which must belong to the
 suffix pass.
@@ -88,6 +92,7 @@ class PrefixPass:
     what they sent to it."""
 
     def __init__(self, model: Any, token_ids: Sequence[int], device: Any, autocast: Any) -> None:
+        self.token_ids = tuple(token_ids)
         self.length = len(token_ids)
         ids = torch.tensor([list(token_ids)], dtype=torch.long, device=device)
         with autocast:

@@ -18,7 +18,9 @@ handles (`vllm_extension.WeightSyncExtension`) or, with
 (`init_weight_transfer_engine`, then `start_weight_update` /
 `update_weights` / `finish_weight_update` per update, which streams packed
 buffers into the model layer by layer); then the prefix cache is reset so no
-KV block computed by older weights is reused.
+KV block computed by older weights is reused. On CPU, prefills are never
+split across scheduler steps (`whole_prefills_on_cpu`): vLLM cannot rewind a
+CPU generator, so a split seeded prefill would fail.
 """
 
 from __future__ import annotations
@@ -34,6 +36,18 @@ from librarian.models.weight_transfer.nccl import accept_init_info, nccl_version
 
 log = logging.getLogger(__name__)
 EXTENSION = "librarian.models.vllm_extension.WeightSyncExtension"
+CPU_STEP_TOKENS = 4096  # vLLM's own default step budget on CPU for the offline engine
+
+
+def whole_prefills_on_cpu(max_model_len: int) -> dict[str, Any]:
+    """On a CPU platform: no chunked prefill, and a step budget that holds the longest prompt. vLLM rewinds a seeded
+    request's generator after a split prefill, which CPU generators cannot do ("CPU Generator does not use
+    offset"), so a batch of long seeded prompts would fail; whole prefills only wait for the next step."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return {}
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(max_model_len, CPU_STEP_TOKENS)}
 
 
 class VLLMEngine:
@@ -50,6 +64,7 @@ class VLLMEngine:
             enforce_eager=cfg.enforce_eager, logprobs_mode="processed_logprobs", generation_config="vllm",
             worker_extension_cls=EXTENSION, structured_outputs_config={"backend": "xgrammar"},
         )
+        kwargs.update(whole_prefills_on_cpu(cfg.max_model_len))
         if cfg.enable_lora:
             kwargs.update(enable_lora=True, max_lora_rank=cfg.max_lora_rank, max_loras=1)
         if cfg.weight_transfer == "nccl":

@@ -89,6 +89,32 @@ def test_a_shared_opening_gives_the_update_of_whole_sequences(pad_id, lora, micr
     assert plain["tokens"] - shared["tokens"] == 3 * 23
 
 
+def drifted(pad_id, lora, **cfg) -> Learner:
+    """A learner with a KL term whose policy has moved away from its frozen reference (seeded noise on every
+    trained weight), so the KL term and its gradient are not zero."""
+    learner = Learner(tiny_model(0), LearnerConfig(lr=1e-2, lora=lora, loss=LossConfig(kl_coef=0.5), **cfg),
+                      pad_id=pad_id)
+    learner.freeze_reference()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for _, p in sorted(learner.model.named_parameters()):
+            if p.requires_grad:
+                p.add_(0.05 * torch.randn(p.shape, generator=g))
+    return learner
+
+
+@pytest.mark.parametrize("lora", [LoraConfig(rank=4, alpha=8), LoraConfig(enabled=False)], ids=["lora", "full"])
+def test_with_a_kl_term_the_reference_shares_the_opening_too(pad_id, lora):
+    samples = group_samples()
+    plain, plain_state = step_gradients(drifted(pad_id, lora, max_tokens_per_micro_batch=1), samples)
+    shared, shared_state = step_gradients(drifted(pad_id, lora, max_tokens_per_micro_batch=1, shared_prefix=8),
+                                          samples)
+    assert abs(plain["kl"]) > 1e-6  # the reference differs from the policy
+    for key in ("loss", "pg_loss", "kl"):
+        assert shared[key] == pytest.approx(plain[key], rel=1e-4, abs=1e-7), key
+    assert_same_gradients(plain_state, shared_state)
+
+
 def test_the_opening_carries_gradient():
     """The control: with the opening's backward left out (finish() skipped) the update differs."""
     samples = group_samples()
@@ -142,8 +168,6 @@ def test_shared_prefix_refuses_what_it_cannot_share():
         with pytest.raises(LearnerError, match="shared_prefix needs"):
             LearnerConfig(shared_prefix=8, **bad)
 
-    with pytest.raises(LearnerError, match="kl_coef"):
-        LearnerConfig(shared_prefix=8, loss=LossConfig(kl_coef=0.1))
     sample = group_samples(1)[0]
     with pytest.raises(LearnerError, match="trained token"):
         suffix_sample(sample, trainable_opening(sample) + 1)

@@ -217,6 +217,20 @@ def test_a_group_of_identical_prompts_with_one_seed_differs_and_the_seed_reprodu
     assert [s.token_ids for row in vllm.generate(group[:2], None, many) for s in row] == flat
 
 
+def test_seeded_samples_of_long_prompts_that_overflow_one_scheduler_step_come_back(vllm, hf):
+    """vLLM on CPU cannot rewind a seeded request's generator after a split prefill ("CPU Generator does not use
+    offset"); the engine keeps each prefill whole, so a group's long second-turn prompts (more tokens together
+    than one scheduler step takes) still sample."""
+    load_base(vllm, hf)
+    filler = "the archive holds many sessions about people and places " * 70
+    convs = [[{"role": "system", "content": "You answer in one line."},
+              {"role": "user", "content": f"question {i}: {filler}"}] for i in range(8)]
+    rows = vllm.generate(convs, None, SamplingParams(max_new_tokens=4, temperature=1.0, seed=3))
+    prompt_tokens = [len(row[0].prompt_token_ids) for row in rows]
+    assert sum(prompt_tokens) > 4096 and max(prompt_tokens) < 1000, prompt_tokens  # overflows one step's budget
+    assert all(row[0].token_ids for row in rows)
+
+
 def test_identical_environments_of_one_batch_get_different_turn_one_samples(vllm, hf):
     load_base(vllm, hf)
     role = kbgym_reader(budget=1)

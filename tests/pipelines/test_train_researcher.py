@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,4 +135,10 @@ def test_presets_load():
     learning = load_config(TrainResearcherConfig, ["--config", str(CONFIGS / "researcher_learning.yaml")])
     check(learning)
     assert learning.rollout.constrained and learning.rollout.free_text and learning.steps == 12
+    fast = load_config(TrainResearcherConfig, ["--config", str(CONFIGS / "researcher_learning_fast.yaml")])
+    check(fast)  # the slow preset's task and SFT on the fast step: vLLM, a KL term beside the shared opening
+    assert (fast.data, fast.sft, fast.rollout.budget) == (replace(learning.data, grpo_questions=4), learning.sft,
+                                                          learning.rollout.budget)
+    assert fast.rollout.backend == "vllm" and fast.learner.shared_prefix and fast.learner.loss.kl_coef > 0
+    assert fast.learner.batch_size * fast.learner.group_size == 16
     assert TrainResearcherConfig().rollout.constrained and TrainResearcherConfig().sft.lr == 0.0

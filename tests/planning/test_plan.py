@@ -29,10 +29,10 @@ CLUSTERS = [LAUNCHER, KUBERAY]
 BUILDER = [str(ROOT / "configs/train_builder.yaml"), str(ROOT / "configs/cluster.yaml")]
 RESEARCHER = [str(ROOT / "configs/researcher_memorygym.yaml"), str(ROOT / "configs/researcher_cluster.yaml")]
 # single machines' presets: tests/cluster/test_colocate.py plans one_gpu.yaml onto one GPU; the powered, matched
-# and revisit learning presets run vLLM on the CPU of one machine (tests/pipelines/test_builder_headroom.py checks
-# their corpora)
+# and revisit learning presets and the researcher's fast learning preset run vLLM on the CPU of one machine
+# (tests/pipelines/test_builder_headroom.py checks the builder presets' corpora)
 ONE_MACHINE = ("one_gpu.yaml", "learning_builder_powered.yaml", "learning_builder_matched.yaml",
-               "learning_builder_revisit.yaml")
+               "learning_builder_revisit.yaml", "researcher_learning_fast.yaml")
 JOBS = {p.name: [str(p)] for p in sorted((ROOT / "configs").glob("*.yaml")) if p.name not in ONE_MACHINE}
 JOBS |= {"train_builder+cluster": BUILDER, "researcher_memorygym+researcher_cluster": RESEARCHER}
 
