@@ -28,6 +28,8 @@ class BuilderRolloutConfig(RolloutConfig):
     tool_listing: str = "schema"  # schema: JSON schemas in the system turn | signatures: a short line a tool
     merge_children: str = "any"  # under the grammar, merge_files' children: any path | existing: the synthetic
     # files that exist in the group's builds at that turn, so a build cannot fail a merge on a made-up name
+    max_items: int = 4  # under the grammar, the most sources (children) a create_file (merge_files) names; the
+    # one-file index teacher (`librarian_builder_index`) needs it to hold the largest group
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -37,6 +39,8 @@ class BuilderRolloutConfig(RolloutConfig):
         if self.merge_children not in MERGE_CHILDREN:
             raise ConfigError(f"rollout.merge_children must be one of {', '.join(MERGE_CHILDREN)}, "
                               f"got {self.merge_children!r}")
+        if self.max_items < 1:
+            raise ConfigError(f"rollout.max_items must be >= 1, got {self.max_items}")
         if self.tool_listing not in TOOL_LISTINGS:
             raise ConfigError(f"rollout.tool_listing must be one of {', '.join(TOOL_LISTINGS)}, "
                               f"got {self.tool_listing!r}")
@@ -56,6 +60,13 @@ class BuildJob:
     greedy: bool = False
     teacher: str = ""  # a scripted policy name: run it instead of the backend, tokenized by the backend
     budget: int = 0  # builder actions; 0: the rollout section's budget
+    corpora: list = field(default_factory=list)  # (corpus id, docs) pairs built in one episode batch instead of
+    # the job's own corpus (the exam's and the warm-start gate's jobs): each `group_size` times, under the grammar
+    # of its own paths; records come back corpus by corpus
+
+    def parts(self) -> list[tuple[str, list]]:
+        """The (corpus id, docs) this job builds."""
+        return [(str(c), list(d)) for c, d in self.corpora] or [(self.corpus_id, self.docs)]
 
 
 @dataclass

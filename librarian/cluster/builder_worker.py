@@ -70,34 +70,48 @@ class BuilderEnvFactory:
         return LoopConfig(sampling(spec, job), constrained=spec.constrained and not job.teacher,
                           compact_listing=spec.constrained,
                           grammar_enums=tuple((k, v) for k, v in (("sources", paths), ("list.path", folders)) if v),
-                          tool_listing=spec.tool_listing)
+                          tool_listing=spec.tool_listing, max_items=spec.max_items)
 
     def teacher(self, job: BuildJob, backend: Any) -> TeacherBackend:
         """The scripted policy that plays `job.teacher`, tokenized by the policy's tokenizer."""
         return TeacherBackend(job.teacher, backend)
 
     def episodes(self, job: BuildJob) -> EpisodeBatch:
-        """`group_size` builder environments over fresh workspaces of the job's corpus, and their records."""
+        """`group_size` builder environments over fresh workspaces of each of the job's corpora (`job.parts()`),
+        and their records; a job over several corpora holds each environment's grammar enums apart."""
         spec = self.spec
         role = librarian_builder(budget=job.budget or spec.budget)
         hint = (lambda calls, turn: hint_for(job.hints, calls, turn)) if job.hints else None
-        envs, spaces = [], []
-        for _ in range(job.group_size):
-            ws = Workspace.from_documents(job.docs)
-            spaces.append(ws)
-            env = ToolEnv(role, ToolContext(ws, extra=content_executor(spec.content_executor)),
-                          build_task(ws, spec.listing_lines))
-            envs.append(ProbingEnv(env, ws, self.schedule, spec.hint_every, hint))
-        paths = tuple(n.path for n in spaces[0] if n.kind == "raw") if spec.constrained else ()
-        folders = ("", *(n.path for n in spaces[0] if n.kind == "directory")) if spec.constrained else ()
+        envs, spaces, owners, env_enums = [], [], [], []
+        for corpus_id, docs in job.parts():
+            first = len(spaces)
+            for i in range(job.group_size):
+                ws = Workspace.from_documents(docs)
+                spaces.append(ws)
+                owners.append((corpus_id, i))
+                env = ToolEnv(role, ToolContext(ws, extra=content_executor(spec.content_executor)),
+                              build_task(ws, spec.listing_lines))
+                envs.append(ProbingEnv(env, ws, self.schedule, spec.hint_every, hint))
+            env_enums += [path_enums(spaces[first], spec.constrained)] * job.group_size
+        several = len(job.parts()) > 1
+        paths, folders = ((), ()) if several or not env_enums else (env_enums[0][0][1], env_enums[0][1][1])
 
         def records(trajectories: list, version: int) -> list[RolloutRecord]:
-            return [RolloutRecord(job.job_id, job.corpus_id, i, traj, version, env.probes, snapshot(ws),
+            return [RolloutRecord(job.job_id, corpus_id, i, traj, version, env.probes, snapshot(ws),
                                   [float(t.actions) for t in traj.turns], os.getpid())
-                    for i, (traj, env, ws) in enumerate(zip(trajectories, envs, spaces, strict=True))]
+                    for (corpus_id, i), traj, env, ws in zip(owners, trajectories, envs, spaces, strict=True)]
 
         live = (lambda: synthetic_paths(spaces)) if spec.constrained and spec.merge_children == "existing" else None
-        return EpisodeBatch(envs, role, records, paths, folders, live)
+        return EpisodeBatch(envs, role, records, paths, folders, live, tuple(env_enums) if several else ())
+
+
+def path_enums(ws: Workspace, constrained: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The grammar's path enums of a workspace: `sources` its raw documents, `list.path` its folders (none
+    unconstrained)."""
+    if not constrained:
+        return (("sources", ()), ("list.path", ()))
+    return (("sources", tuple(n.path for n in ws if n.kind == "raw")),
+            ("list.path", ("", *(n.path for n in ws if n.kind == "directory"))))
 
 
 class BuilderRolloutWorker(RolloutWorker):

@@ -30,6 +30,7 @@ from librarian.cluster.topology import check_engine_gpus, check_engine_start
 from librarian.config import ConfigError
 from librarian.datasets.records import Question
 from librarian.rewards.probe_exam import (
+    ExamError,
     ExamResult,
     ExamRunner,
     ExamTask,
@@ -88,6 +89,10 @@ class ProbeConfig(ReaderSpec):
         if not self.start_timeout_s > 0 or not self.call_timeout_s >= 0:
             raise ConfigError(f"probe.start_timeout_s must be > 0 and probe.call_timeout_s >= 0 (0: no limit), "
                               f"got {self.start_timeout_s}, {self.call_timeout_s}")
+        try:
+            self.check()
+        except ExamError as exc:
+            raise ConfigError(f"probe: {exc}") from None
         check_engine_gpus("probe", self.backend, self.options, self.gpus_per_worker)
         check_engine_start("probe", self.backend, self.options, self.start_timeout_s)
 

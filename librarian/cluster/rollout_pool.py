@@ -48,10 +48,17 @@ class RolloutPool(ActorPool):
         if len(set(ids)) != len(ids):
             raise RolloutError(f"job ids must be unique, got {ids}")
         box = list(box or [])
-        out = self.map(jobs, lambda w, job: w.run.remote(job, box), size=lambda job: job.group_size,
+        out = self.map(jobs, lambda w, job: w.run.remote(job, box), size=lambda job: job.group_size * _parts(job),
                        progress=progress, desc=f"rollouts ({len(self.workers)} workers)")
         for job, records in zip(jobs, out, strict=True):
-            if [r.index for r in records] != list(range(job.group_size)):
+            if [r.index for r in records] != list(range(job.group_size)) * _parts(job):
                 raise RolloutError(f"job {job.job_id} returned builds {[r.index for r in records]}, expected "
-                                   f"0..{job.group_size - 1}")
+                                   f"0..{job.group_size - 1}" + (f" for each of {_parts(job)} corpora"
+                                                                 if _parts(job) > 1 else ""))
         return dict(zip(ids, out, strict=True))
+
+
+def _parts(job: Any) -> int:
+    """How many corpora a job builds (a builder job over several corpora builds each `group_size` times)."""
+    parts = getattr(job, "parts", None)
+    return len(parts()) if callable(parts) else 1

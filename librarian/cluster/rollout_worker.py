@@ -98,6 +98,7 @@ class EpisodeBatch:
     paths: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
     live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None  # enums read again at every turn
+    env_enums: tuple = ()  # per environment, its own enums (a job over several corpora: `LoopConfig.env_enums`)
 
 
 class EnvFactory(Protocol):
@@ -215,14 +216,17 @@ class RolloutWorker:
         return self.env_factory.teacher(job, self.backend)
 
     def episodes(self, job: Any, envs: list, role: Role, paths: tuple[str, ...] = (),
-                 folders: tuple[str, ...] = (), live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None
-                 ) -> list:
+                 folders: tuple[str, ...] = (), live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None,
+                 env_enums: tuple = ()) -> list:
         """The job's environments in one batched episode loop (the teacher's or the policy's; `live_enums`, when
-        given, re-read at every turn); then the injected crash point after the work."""
+        given, re-read at every turn; `env_enums`, each environment's own); then the injected crash point after
+        the work."""
         backend = self.teacher(job) if job.teacher else self.backend
         config = self.loop_config(job, paths, folders)
         if live_enums is not None:
             config = replace(config, live_enums=live_enums)
+        if env_enums:
+            config = replace(config, env_enums=tuple(env_enums))
         trajectories = run_episodes(envs, backend, role, config)
         if self.spec.crash.should_crash(job.job_id, job.group_size):
             self.spec.crash.crash(job.job_id)
@@ -232,5 +236,6 @@ class RolloutWorker:
         """The job's `group_size` episodes; one record per episode, in group order."""
         self.begin(job, box)
         batch = self.env_factory.episodes(job)
-        trajectories = self.episodes(job, batch.envs, batch.role, batch.paths, batch.folders, batch.live_enums)
+        trajectories = self.episodes(job, batch.envs, batch.role, batch.paths, batch.folders, batch.live_enums,
+                                     batch.env_enums)
         return batch.records(trajectories, self.version)

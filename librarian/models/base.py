@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Message = dict[str, Any]  # {"role": "system" | "user" | "assistant" | "tool", "content": str}
@@ -32,6 +32,8 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     grammar: str | None = None  # an xgrammar EBNF grammar every sample must follow (`models.constrained`)
+    grammars: tuple[str, ...] | None = None  # one grammar per prompt instead (prompts of different corpora decoded
+    # in one batch); a backend that cannot batch them decodes each grammar's prompts together (`by_grammar`)
 
     def __post_init__(self) -> None:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
@@ -48,10 +50,37 @@ class SamplingParams:
             raise ValueError(f"SamplingParams.seed must be an integer or None, got {self.seed!r}")
         if self.grammar is not None and (not isinstance(self.grammar, str) or not self.grammar.strip()):
             raise ValueError(f"SamplingParams.grammar must be a non-empty grammar string or None, got {self.grammar!r}")
+        if self.grammars is not None:
+            if self.grammar is not None:
+                raise ValueError("SamplingParams takes a grammar or per-prompt grammars, not both")
+            if not isinstance(self.grammars, tuple) or not all(isinstance(g, str) and g.strip() for g in self.grammars):
+                raise ValueError("SamplingParams.grammars must be a tuple of non-empty grammar strings")
+
+    def for_prompts(self, count: int) -> list[str | None]:
+        """The grammar of each of `count` prompts (None: unconstrained); raises ValueError when `grammars` does not
+        hold one per prompt."""
+        if self.grammars is None:
+            return [self.grammar] * count
+        if len(self.grammars) != count:
+            raise ValueError(f"SamplingParams.grammars holds {len(self.grammars)} grammars for {count} prompts")
+        return list(self.grammars)
 
     @property
     def greedy(self) -> bool:
         return float(self.temperature) == 0.0
+
+
+def by_grammar(generate: Any, conversations: Sequence[Any], tools: Any, params: SamplingParams) -> list[list[Any]]:
+    """`generate(conversations, tools, params)` under per-prompt grammars, for a backend that takes one grammar a
+    call: the prompts of each grammar decoded together, the results in prompt order."""
+    grammars = params.for_prompts(len(conversations))
+    out: list[list[Any] | None] = [None] * len(conversations)
+    for grammar in dict.fromkeys(grammars):
+        idx = [i for i, g in enumerate(grammars) if g == grammar]
+        rows = generate([conversations[i] for i in idx], tools, replace(params, grammar=grammar, grammars=None))
+        for i, row in zip(idx, rows, strict=True):
+            out[i] = row
+    return out  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)

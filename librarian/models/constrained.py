@@ -110,18 +110,19 @@ def tool_enums(enums: Mapping[str, Sequence[str]] | None, tool: str) -> dict[str
 
 
 def call_schema(tools: Sequence[ToolSchema], compact: bool = True,
-                enums: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+                enums: Mapping[str, Sequence[str]] | None = None, max_items: int = MAX_ITEMS) -> dict[str, Any]:
     """The JSON schema of one call: {"name": const, "arguments": that tool's schema}, any of the tools.
 
     `enums` keys name an argument of every tool (`sources`) or of one tool (`list.path`); a tool's own
-    key wins over the shared one."""
+    key wins over the shared one. `max_items` caps the compact layout's arrays."""
     if not tools:
         raise BackendError("a tool-call grammar needs at least one tool")
     cases = []
     for tool in tools:
         fn = tool["function"]
         args = fn.get("parameters") or {"type": "object", "properties": {}}
-        args = compact_schema(args, enums=tool_enums(enums, fn["name"])) if compact else copy.deepcopy(args)
+        args = compact_schema(args, max_items=max_items, enums=tool_enums(enums, fn["name"])) if compact \
+            else copy.deepcopy(args)
         args.setdefault("properties", {})
         args.setdefault("additionalProperties", False)
         cases.append({"type": "object", "properties": {"name": {"const": fn["name"]}, "arguments": args},
@@ -133,9 +134,9 @@ def _literal(text: str) -> str:
     return json.dumps(text)  # an EBNF string literal: same escapes as JSON for these ASCII tags
 
 
-def _calls(xgr: Any, tools: list, max_calls: int, compact: bool, enums: dict) -> Any:
+def _calls(xgr: Any, tools: list, max_calls: int, compact: bool, enums: dict, max_items: int) -> Any:
     """1..max_calls `<tool_call>` blocks of any of `tools`, each after a newline but the first."""
-    schema = call_schema(tools, compact, enums)
+    schema = call_schema(tools, compact, enums, max_items)
     call = xgr.Grammar.concat(
         xgr.Grammar.from_ebnf(f"root ::= {_literal(TOOL_CALL_OPEN)}"),
         xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False),
@@ -151,16 +152,16 @@ def _calls(xgr: Any, tools: list, max_calls: int, compact: bool, enums: dict) ->
 
 @functools.lru_cache(maxsize=256)
 def _grammar(tools_json: str, max_calls: int, free_text: bool, compact: bool, enums_json: str,
-             solo_json: str = "[]") -> str:
+             solo_json: str = "[]", max_items: int = MAX_ITEMS) -> str:
     xgr = _xgr()
     tools, enums, solo = json.loads(tools_json), json.loads(enums_json), set(json.loads(solo_json))
     alone = [t for t in tools if t["function"]["name"] in solo]
     others = [t for t in tools if t["function"]["name"] not in solo]
     if max_calls == 1 or not alone or not others:
-        calls = _calls(xgr, tools, max_calls, compact, enums)
+        calls = _calls(xgr, tools, max_calls, compact, enums, max_items)
     else:  # a solo tool (the researcher's finalize) is a turn's only call; the others come 1..max_calls a turn
-        calls = xgr.Grammar.union(_calls(xgr, alone, 1, compact, enums), _calls(xgr, others, max_calls, compact,
-                                                                                  enums))
+        calls = xgr.Grammar.union(_calls(xgr, alone, 1, compact, enums, max_items),
+                                  _calls(xgr, others, max_calls, compact, enums, max_items))
     if free_text:  # a short thought before the calls, with no '<' so it cannot open a malformed tag
         calls = xgr.Grammar.concat(xgr.Grammar.from_ebnf(f"root ::= [^<]{{0,{FREE_TEXT_CHARS}}}"), calls)
     return str(calls)
@@ -168,17 +169,20 @@ def _grammar(tools_json: str, max_calls: int, free_text: bool, compact: bool, en
 
 def tool_call_grammar(tools: Sequence[ToolSchema], max_calls: int = 1, free_text: bool = False,
                       compact: bool = True, enums: Mapping[str, Sequence[str]] | None = None,
-                      solo: Sequence[str] = ()) -> str:
+                      solo: Sequence[str] = (), max_items: int = MAX_ITEMS) -> str:
     """The EBNF grammar of an assistant turn that calls `tools` (see the module docstring); `enums` holds
     named arguments (e.g. `sources`) to a fixed set of values, such as the paths that exist; a tool named in
-    `solo` (a role's answer tool) can only be a turn's one call."""
+    `solo` (a role's answer tool) can only be a turn's one call; `max_items` caps the compact layout's arrays
+    (sources, children)."""
     if max_calls < 1:
         raise BackendError(f"max_calls must be >= 1, got {max_calls}")
+    if max_items < 1:
+        raise BackendError(f"max_items must be >= 1, got {max_items}")
     enums_json = json.dumps({k: list(v) for k, v in sorted((enums or {}).items())})
     # not sort_keys: a JSON-schema grammar lays the arguments out in the order their schema lists them, which
     # is the order the tool listing shows and a scripted teacher writes them in
     return _grammar(json.dumps(list(tools)), int(max_calls), bool(free_text), bool(compact), enums_json,
-                    json.dumps(sorted(solo)))
+                    json.dumps(sorted(solo)), int(max_items))
 
 
 class GrammarCompiler:

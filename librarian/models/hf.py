@@ -23,6 +23,7 @@ from librarian.models.base import (
     Sample,
     SamplingParams,
     ToolSchema,
+    by_grammar,
     check_conversations,
     cut_at_stop,
 )
@@ -166,6 +167,8 @@ class HFBackend(TemplatePrompts):
         convs = check_conversations(conversations)
         if not convs:
             return []
+        if params.grammars is not None:  # one grammar a model.generate call: each grammar's prompts together
+            return by_grammar(self.generate, convs, tools, params)
         prompts = [self.encode_prompt(c, tools) for c in convs]
         width = max(len(p) for p in prompts)
         device = next(self.model.parameters()).device

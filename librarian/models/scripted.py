@@ -9,6 +9,7 @@ any such function a `PolicyBackend` (samples carry text, no tokens).
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -85,12 +86,14 @@ SCRIPTED_POLICIES: dict[str, Callable[..., str] | str] = {
     "phantom_curator": "librarian.models.scripted_phantom_curator:PhantomCurator",
     "librarian_builder": "librarian.models.scripted_builder:HeuristicBuilder",
     "librarian_builder_compact": "librarian.models.scripted_builder:CompactHeuristicBuilder",
+    "librarian_builder_index": "librarian.models.scripted_builder:SingleIndexBuilder",
     "jam_researcher": "librarian.models.scripted_researcher:ScriptedResearcher",
 }
 
 
-def scripted_policy(name: str) -> ScriptedPolicy:
-    """The scripted policy registered as `name` (a fresh instance for class entries)."""
+def scripted_policy(name: str, **settings: Any) -> ScriptedPolicy:
+    """The scripted policy registered as `name` (a fresh instance for class entries, built with `settings`,
+    e.g. the KBGym reader's `trust` and `depth`); raises ValueError naming a setting the policy does not take."""
     if name not in SCRIPTED_POLICIES:
         raise ValueError(f"unknown scripted policy {name!r}; known: {', '.join(sorted(SCRIPTED_POLICIES))}")
     entry = SCRIPTED_POLICIES[name]
@@ -98,7 +101,14 @@ def scripted_policy(name: str) -> ScriptedPolicy:
         module, attr = entry.split(":")
         entry = getattr(importlib.import_module(module), attr)
         if isinstance(entry, type):
-            entry = entry()
+            params = inspect.signature(entry).parameters
+            unknown = sorted(k for k in settings if k not in params)
+            if unknown:
+                takes = ", ".join(p for p in params if p != "self") or "no settings"
+                raise ValueError(f"scripted policy {name!r} has no setting {', '.join(unknown)} (it takes {takes})")
+            return entry(**settings)  # type: ignore[no-any-return]
+    if settings:
+        raise ValueError(f"scripted policy {name!r} takes no settings, got {', '.join(sorted(settings))}")
     return entry  # type: ignore[return-value]
 
 
@@ -125,8 +135,11 @@ class ScriptedBackend:
         return out
 
 
-def make_scripted_backend(policy: str | ScriptedPolicy = "kbgym_first_hit") -> ScriptedBackend:
-    """Registry entry: a scripted policy by name (see `SCRIPTED_POLICIES`) or a callable."""
+def make_scripted_backend(policy: str | ScriptedPolicy = "kbgym_first_hit", **settings: Any) -> ScriptedBackend:
+    """Registry entry: a scripted policy by name (see `SCRIPTED_POLICIES`; `settings` go to its class) or a
+    callable."""
     if isinstance(policy, str):
-        return ScriptedBackend(scripted_policy(policy), name=f"scripted:{policy}")
+        return ScriptedBackend(scripted_policy(policy, **settings), name=f"scripted:{policy}")
+    if settings:
+        raise ValueError(f"a scripted policy given as a callable takes no settings, got {', '.join(sorted(settings))}")
     return ScriptedBackend(policy)

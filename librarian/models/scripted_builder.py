@@ -197,6 +197,16 @@ def compact_action(keys: list[KeyIndex], everything: list, left: int) -> str | N
     return None
 
 
+def single_index_action(keys: list[KeyIndex], everything: list) -> str:
+    """The next call of the one-file index plan: `create_file index/<key>.md` of the largest key's members'
+    sentences (in listing order, one call; the grammar's `rollout.max_items` must hold the group), then `stop`."""
+    made = {e.arguments.get("path") for e in everything if e.name == "create_file"}
+    if keys and f"index/{keys[0].slug}.md" not in made:
+        k = keys[0]
+        return tool_call_text("create_file", path=f"index/{k.slug}.md", sources=sorted(p for p, _ in k.lines))
+    return tool_call_text("stop")
+
+
 def digest(topic: str, docs: dict[str, str], paths: list[str]) -> str:
     """An extractive file: a title, then each source's path and first non-empty line."""
     lines = [f"# {topic}", ""]
@@ -216,8 +226,9 @@ class HeuristicBuilder:
 
     __name__ = "librarian_builder"
 
-    def __init__(self, compact: bool | None = None) -> None:
+    def __init__(self, compact: bool | None = None, single_file: bool = False) -> None:
         self.compact = compact
+        self.single_file = single_file  # the compact layout's index as one create_file (`librarian_builder_index`)
 
     def is_compact(self, tools: Sequence[ToolSchema] | None) -> bool:
         if self.compact is not None:
@@ -263,6 +274,8 @@ class HeuristicBuilder:
             if (fact := parse_fact(text.strip())) is not None:
                 facts[path] = fact
         keys = key_indexes(facts)
+        if keys and self.is_compact(tools) and self.single_file:
+            return single_index_action(key_indexes(facts, member_attrs=()), everything)
         if keys and self.is_compact(tools):  # members' key sentences only: 13 members fit 4 files + a merge
             return compact_action(key_indexes(facts, member_attrs=()), everything, budget - used) or tool_call_text("stop")
         if keys:
@@ -289,3 +302,14 @@ class CompactHeuristicBuilder(HeuristicBuilder):
 
     def __init__(self) -> None:
         super().__init__(compact=True)
+
+
+class SingleIndexBuilder(HeuristicBuilder):
+    """The compact heuristic builder whose index is one file (`librarian_builder_index`, the SFT teacher of
+    `configs/learning_builder_transfer.yaml`): `create_file index/<key>.md` with every member's key sentence as
+    its sources, then `stop`. It needs a grammar whose arrays hold the largest group (`rollout.max_items`)."""
+
+    __name__ = "librarian_builder_index"
+
+    def __init__(self) -> None:
+        super().__init__(compact=True, single_file=True)

@@ -206,6 +206,7 @@ class Event:
     hits: tuple[SearchHit, ...] = ()
     has_more: bool = False
     read_id: str | None = None
+    read_kind: str = ""  # the read node's kind (raw | synthetic | directory)
     read_text: str = ""
     read_links: tuple[str, ...] = ()
     linked: tuple[Linked, ...] = ()
@@ -223,7 +224,7 @@ class Event:
 _CALL = re.compile(r"<tool_call>\s*(\{.*\})\s*(?:</tool_call>)?", re.S)
 _HIT = re.compile(r"^(\d+)\. id=(\S+)\s+\[(\w+)\] (.*)$")
 _HEADER = re.compile(r"^\[(\w+)\] (.*?)\s+id=(\S+)")
-_LINKED = re.compile(r"^=== linked: \[(\w+)\] (.*?)\s+id=(\S+) ===$")
+_LINKED = re.compile(r"^=== (?:linked|source): \[(\w+)\] (.*?)\s+id=(\S+) ===$")  # a linked node, or a raw source
 
 
 def _call(text: str) -> tuple[str, dict]:
@@ -253,7 +254,8 @@ def parse_search(observation: str) -> tuple[tuple[SearchHit, ...], bool]:
 
 
 def parse_read(observation: str) -> tuple[str | None, str, tuple[str, ...], tuple[Linked, ...]]:
-    """(id, text, link ids, linked documents) of a KBGym `read` observation."""
+    """(id, text, link ids, linked documents) of a KBGym `read` observation; the raw sources a read shows with
+    `read_sources` (`=== source: ... ===`) come last among the linked documents."""
     lines = observation.splitlines()
     if not lines or not (m := _HEADER.match(lines[0])):
         return None, "", (), ()
@@ -301,7 +303,9 @@ def transcript(messages: Sequence[Message]) -> list[Event]:
                 events.append(Event(name, args, obs, hits=hits, has_more=more))
             elif name == "read":
                 rid, text, links, linked = parse_read(obs)
-                events.append(Event(name, args, obs, read_id=rid, read_text=text, read_links=links, linked=linked))
+                header = _HEADER.match(obs)
+                events.append(Event(name, args, obs, read_id=rid, read_kind=header[1] if header else "",
+                                    read_text=text, read_links=links, linked=linked))
             else:
                 events.append(Event(name, args, obs))
     return events

@@ -16,11 +16,24 @@ action is chosen by fixed rules:
   fact, which is what a curated store makes cheaper;
 - with one action left it answers with what it has.
 
+`trust` says what counts as evidence. `index` (the default, as measured by
+the earlier builder presets): any fact sentence it reads, and an index
+document that names the key and links one of its facts settles the set, so
+a partial index makes a wrong count. `provenance` (paper 000's faithful
+fallback): only raw documents are evidence (raw search hits, raw reads, and
+the raw sources a read shows when the tools run with `read_sources`); a
+synthetic file is navigation. It first reads the raw results of the key's
+search to its retrieval `depth` (raw hits a query yields; 0: every page) and
+only then reads the indexes those pages showed, adding their sources' facts:
+what it knows always includes what the flat store would have shown it, so an
+index can add members but never take the flat answer away.
+
 It never sees a gold answer or the universe: only the conversation.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +45,7 @@ from librarian.models.scripted_kbgym import (
     Event,
     Expr,
     Fact,
+    SearchHit,
     budget_from_prompt,
     parse_fact,
     parse_question,
@@ -41,6 +55,7 @@ from librarian.models.scripted_phantom import event_texts, is_phantom_question, 
 from librarian.models.scripted_phantom_reader import reader_step
 
 UNKNOWN = "unknown"
+TRUSTS = ("index", "provenance")
 MAX_SET_PAGES = 9  # 40 members at most per key, five a page
 MAX_VALUE_PAGES = 3
 
@@ -90,6 +105,15 @@ class Need:
         """True when a non-fact document's text names this need's key (so it may index it)."""
         return self.anchor.lower() in text.lower()
 
+    def names_file(self, path: str) -> bool:
+        """True when a file's name names this need's key, words joined any way (`index/city-port-avel.md` names
+        Port Avel)."""
+        return _slug(self.anchor) in _slug(path.rsplit("/", 1)[-1])
+
+
+def _slug(text: str) -> str:
+    return "-".join(re.findall(r"[a-z0-9]+", text.lower()))
+
 
 class Pending(Exception):  # noqa: N818 - control flow, not an error
     """Evaluation stopped at a need the transcript does not settle yet."""
@@ -100,10 +124,19 @@ class Pending(Exception):  # noqa: N818 - control flow, not an error
 
 
 class Knowledge:
-    """What the transcript shows: facts, pages per query, index documents seen and read."""
+    """What the transcript shows: facts, pages per query, index documents seen and read.
 
-    def __init__(self, events: Sequence[Event], final: bool = False) -> None:
+    `trust` and `depth` as in the module docstring (`provenance` keeps only raw evidence, the first `depth` raw
+    hits of each query)."""
+
+    def __init__(self, events: Sequence[Event], final: bool = False, trust: str = "index", depth: int = 0) -> None:
+        if trust not in TRUSTS:
+            raise ValueError(f"reader trust must be one of {', '.join(TRUSTS)}, got {trust!r}")
+        if depth < 0:
+            raise ValueError(f"reader depth must be >= 0 (0: every page), got {depth}")
         self.final = final  # no more actions: unsettled needs count as exhausted
+        self.provenance = trust == "provenance"
+        self.depth = depth
         self.facts: set[Fact] = set()
         self.pages: dict[str, list[Event]] = defaultdict(list)
         self.index_hits: dict[str, str] = {}  # id -> text of non-fact hits
@@ -114,7 +147,7 @@ class Knowledge:
             if e.name == "search" and e.query is not None:
                 self.pages[e.query].append(e)
                 for h in e.hits:
-                    f = h.fact
+                    f = None if self.provenance else h.fact
                     if f is None:
                         if h.kind != "raw":  # an authored document (an index); raw notes are not
                             self.index_hits.setdefault(h.id, h.text)
@@ -122,14 +155,54 @@ class Knowledge:
                         self.facts.add(f)
             elif e.name == "read" and e.read_id is not None:
                 self.reads[e.read_id] = e
-                for doc in (e.read_text, *(x.text for x in e.linked)):
+                docs = [e.read_text, *(x.text for x in e.linked)]
+                if self.provenance:  # raw text only: the synthetic layer's own sentences are claims
+                    docs = [e.read_text] * (e.read_kind == "raw") + [x.text for x in e.linked if x.kind == "raw"]
+                for doc in docs:
                     for line in doc.splitlines():
                         f = parse_fact(line)
                         if f is not None:
                             self.facts.add(f)
+        if self.provenance:
+            for query in self.pages:
+                self.facts.update(f for h in self.raw_hits(query) if (f := h.fact) is not None)
+
+    def raw_hits(self, query: str) -> list[SearchHit]:
+        """The raw hits of `query`'s pages in rank order, the first `depth` of them (all with depth 0)."""
+        hits = [h for e in sorted(self.pages.get(query, ()), key=lambda e: e.page) for h in e.hits if h.kind == "raw"]
+        return hits[:self.depth] if self.depth else hits
+
+    def raw_route(self, need: Need) -> str:
+        """Where the flat reading of `need`'s search stands (provenance trust): `open` (read the next page),
+        `complete` (the results drifted past the need or ran out: everything is seen) or `capped` (the depth or
+        the page limit cut it: an index may still add)."""
+        pages = self.pages.get(need.query, [])
+        if not pages:
+            return "open"
+        hits = self.raw_hits(need.query)
+        if need.kind == "value" and any(h.fact is not None and need.matches(h.fact) for h in hits):
+            return "complete"
+        if self._drifted_hits(need, hits):
+            return "complete"
+        if self.depth and len(hits) >= self.depth:
+            return "capped"
+        last = max(pages, key=lambda e: e.page)
+        if not last.has_more:
+            return "complete"
+        return "capped" if len(pages) >= need.max_pages else "open"
+
+    def _drifted_hits(self, need: Need, hits: Sequence[SearchHit]) -> bool:
+        """The raw results moved past what the need asks for (ranked search puts it first)."""
+        if need.kind == "value":
+            return any(h.fact is not None and not need.matches(h.fact) for h in hits)
+        if need.kind == "group":
+            return any(h.fact is not None and not need.names_index(h.text) for h in hits)
+        return any(not need.names_index(h.text) for h in hits)
 
     # ----- need status
     def _read_index_settles(self, need: Need) -> bool:
+        if self.provenance:  # an index is never the whole truth
+            return False
         for e in self.reads.values():
             if parse_fact(e.read_text) is None and need.names_index(e.read_text):
                 if any((f := parse_fact(x.text)) is not None and need.matches(f) for x in e.linked):
@@ -137,10 +210,12 @@ class Knowledge:
         return False
 
     def unread_index(self, need: Need) -> str | None:
-        """An index document seen in this need's results that names its key and was not read yet."""
-        for e in self.pages.get(need.query, ()):
+        """An index document seen in this need's results that names its key and was not read yet (provenance
+        trust: a synthetic file whose name names the key, as a reader navigates by file names)."""
+        for e in sorted(self.pages.get(need.query, ()), key=lambda e: e.page):
             for h in e.hits:
-                if h.id in self.index_hits and h.id not in self.reads and need.names_index(h.text):
+                names = need.names_file(h.path) if self.provenance else need.names_index(h.text)
+                if h.id in self.index_hits and h.id not in self.reads and names:
                     return h.id
         return None
 
@@ -148,6 +223,9 @@ class Knowledge:
         """True when the need's search has nothing more to give (or no actions are left)."""
         if self.final or self._read_index_settles(need):
             return True
+        if self.provenance:
+            route = self.raw_route(need)
+            return route == "complete" or (route == "capped" and self.unread_index(need) is None)
         pages = self.pages.get(need.query, [])
         if not pages:
             return False
@@ -263,8 +341,11 @@ def answer_for(question: str, k: Knowledge) -> str:
 
 
 def next_action(need: Need, k: Knowledge) -> str:
-    """Read an unread index that names the key, else fetch the next page of the need's search."""
+    """Read an unread index that names the key, else fetch the next page of the need's search (provenance trust:
+    the pages first, to the retrieval depth, then the indexes)."""
     index_id = k.unread_index(need)
+    if k.provenance and k.raw_route(need) == "open":
+        index_id = None
     if index_id is not None:
         return tool_call_text("read", id=index_id)
     pages = [e.page for e in k.pages.get(need.query, [])]
@@ -272,9 +353,15 @@ def next_action(need: Need, k: Knowledge) -> str:
 
 
 class KBGymReader:
-    """The scripted reader as a policy `(messages, tools) -> assistant message`."""
+    """The scripted reader as a policy `(messages, tools) -> assistant message`; `trust` and `depth` as in the
+    module docstring."""
 
     __name__ = "kbgym_reader"
+
+    def __init__(self, trust: str = "index", depth: int = 0) -> None:
+        Knowledge([], trust=trust, depth=depth)  # checks both
+        self.trust = trust
+        self.depth = depth
 
     def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
         question = task_question(messages)
@@ -285,7 +372,7 @@ class KBGymReader:
         budget = budget_from_prompt(messages)
         used = sum(1 for m in messages if m["role"] == "assistant")
         final = budget is not None and used >= budget - 1
-        k = Knowledge(events, final=final)
+        k = Knowledge(events, final=final, trust=self.trust, depth=self.depth)
         try:
             return tool_call_text("answer", text=answer_for(question, k))
         except Pending as pending:

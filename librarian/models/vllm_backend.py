@@ -148,6 +148,9 @@ class VLLMBackend(TemplatePrompts):
         if params.grammar:
             wire["grammar"] = params.grammar
             wire["grammar_stop_ids"] = self.grammar_stop_ids
+        if params.grammars is not None:  # one per prompt: the engine decodes them all in one batch
+            wire["grammars"] = params.for_prompts(len(prompts))
+            wire["grammar_stop_ids"] = self.grammar_stop_ids
         start = time.perf_counter()
         rows = self.engine.call("generate", prompts=prompts, params=wire)
         self.last_generate_s = time.perf_counter() - start

@@ -92,7 +92,8 @@ class VLLMEngine:
         with n=1 (vLLM seeds requests separately, so identical prompts with one seed would give identical
         samples). Without it, `params['seed']` seeds each prompt's request (vLLM's children get seed + j).
         `params['grammar']` (optional) is an xgrammar EBNF grammar every sample follows (structured
-        outputs); once it has terminated, only `params['grammar_stop_ids']` may end the sample.
+        outputs), or `params['grammars']` one per prompt; once it has terminated, only
+        `params['grammar_stop_ids']` may end the sample.
         """
         from vllm import SamplingParams, TokensPrompt
 
@@ -106,10 +107,12 @@ class VLLMEngine:
         if seeds is not None and (len(seeds) != len(prompts) or any(len(row) != n for row in seeds)):
             raise ValueError(f"params['seeds'] must hold {n} seed(s) for each of the {len(prompts)} prompt(s)")
         stop_ids = [int(t) for t in params.get("stop_token_ids") or []]
-        grammar = params.get("grammar")
-        bias = self._grammar_bans(stop_ids, params.get("grammar_stop_ids")) if grammar else None
+        grammars = params.get("grammars") or [params.get("grammar")] * len(prompts)
+        if len(grammars) != len(prompts):
+            raise ValueError(f"params['grammars'] holds {len(grammars)} grammars for {len(prompts)} prompts")
+        bias = self._grammar_bans(stop_ids, params.get("grammar_stop_ids")) if any(grammars) else None
 
-        def sampling(count: int, seed: Any) -> Any:
+        def sampling(count: int, seed: Any, grammar: Any) -> Any:
             extra: dict[str, Any] = {}
             if grammar:
                 from vllm.sampling_params import StructuredOutputsParams
@@ -126,9 +129,9 @@ class VLLMEngine:
             )
 
         if seeds is not None:  # one request per sample, in prompt-major order
-            requests = [(i, sampling(1, seed)) for i, row in enumerate(seeds) for seed in row]
+            requests = [(i, sampling(1, seed, grammars[i])) for i, row in enumerate(seeds) for seed in row]
         else:
-            requests = [(i, sampling(1 if greedy else n, params.get("seed"))) for i in range(len(prompts))]
+            requests = [(i, sampling(1 if greedy else n, params.get("seed"), grammars[i])) for i in range(len(prompts))]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(prompts[i])) for i, _ in requests],
                                  [sp for _, sp in requests], use_tqdm=False, lora_request=self.lora)
         results: list[list[dict[str, Any]]] = [[] for _ in prompts]

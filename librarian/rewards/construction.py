@@ -71,12 +71,17 @@ class RewardConfig:
     read_scale: float = 10.0
     repeats: int = 1  # answering rollouts per question per probe
     correctness: str = "acc"  # acc: Acc in {0, 1} (paper 000) | f1: graded F1
+    failed_call_cost: float = 0.0  # subtracted from a turn's reward for each of its calls that did not execute
+    # (malformed, disallowed, or failed in the tool, e.g. a merge of a file that does not exist); paper 000 has
+    # none (0: a failed call ties with `stop`); the learning presets charge one so that failing is never free
 
     def __post_init__(self) -> None:
         if self.correctness not in CORRECTNESS:
             raise ConfigError(f"reward.correctness must be one of {', '.join(CORRECTNESS)}, got {self.correctness!r}")
         if self.terminal not in TERMINALS:
             raise ConfigError(f"reward.terminal must be one of {', '.join(TERMINALS)}, got {self.terminal!r}")
+        if not self.failed_call_cost >= 0:
+            raise ConfigError(f"reward.failed_call_cost must be >= 0, got {self.failed_call_cost}")
         if self.every < 1 or self.max_probes < 0 or self.repeats < 1 or not 0 < self.gamma <= 1:
             raise ConfigError(f"reward needs every >= 1, max_probes >= 0, repeats >= 1 and gamma in (0, 1], got "
                               f"every={self.every}, max_probes={self.max_probes}, repeats={self.repeats}, "
@@ -194,6 +199,23 @@ def step_rewards(records: Sequence[Any], initial: dict[str, float], probes: Prob
         final = next(values)
         rewards = probe_rewards(len(r.trajectory.turns), initial[r.corpus_id], at, final, build_costs=r.build_costs,
                                 alpha=cfg.alpha, gamma=cfg.gamma, terminal=cfg.terminal)  # type: ignore[arg-type]
+        failed = failed_calls(r.trajectory)
+        rewards = charge_failed_calls(rewards, failed, cfg.failed_call_cost)
         out.append(RolloutRewards(rewards, initial[r.corpus_id], at, final,
-                                  sparse_reward(final, r.build_costs, cfg.alpha)))
+                                  sparse_reward(final, r.build_costs, cfg.alpha) - cfg.failed_call_cost * sum(failed)))
     return out
+
+
+def failed_calls(trajectory: Any) -> list[int]:
+    """Per turn, the calls that did not execute: malformed or disallowed (`errors`) and failed in the tool."""
+    return [len(t.errors) + int(getattr(t, "failed_calls", 0)) for t in trajectory.turns]
+
+
+def charge_failed_calls(rewards: Sequence[float], failed: Sequence[int], cost: float) -> list[float]:
+    """Per-turn rewards less `cost` for each call of the turn that did not execute (a failed call is never free
+    when `cost` > 0; a turn with none keeps its reward exactly)."""
+    if len(rewards) != len(failed):
+        raise ValueError(f"{len(rewards)} rewards for {len(failed)} turns")
+    if cost < 0:
+        raise ValueError(f"a failed call's cost must be >= 0, got {cost}")
+    return [float(r) - cost * n if n else float(r) for r, n in zip(rewards, failed, strict=True)]

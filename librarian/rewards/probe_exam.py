@@ -55,6 +55,8 @@ class ReaderSpec:
     search: SearchConfig = field(default_factory=lambda: SearchConfig(embedder="none"))
     search_mode: str = "bm25"
     answer_view: str = "all"
+    read_sources: bool = False  # a KBGym read also shows the raw sources of the synthetic files it shows (what a
+    # reader with `options.trust: provenance` verifies an index against)
     batch: int = 32  # episodes generated together
 
     def check(self) -> None:
@@ -62,6 +64,9 @@ class ReaderSpec:
             raise ExamError(f"reader role must be one of {', '.join(ROLES)}, got {self.role!r}")
         if self.budget < 1 or self.batch < 1:
             raise ExamError(f"reader budget and batch must be >= 1, got {self.budget} and {self.batch}")
+        if dict(self.options).get("trust") == "provenance" and not self.read_sources:
+            raise ExamError("a reader with options.trust=provenance checks an index against its raw sources: "
+                            "set read_sources: true so that its reads show them")
         if self.search_mode != "bm25" and self.search.embedder == "none":
             raise ExamError(f"search_mode {self.search_mode!r} needs an embedder (search.embedder: minilm or "
                             "hashing); 'none' serves BM25 only")
@@ -163,7 +168,8 @@ class ExamRunner:
         memory = None if spec.memory < 0 else spec.memory
         make_role = kbgym_reader if spec.role == "kbgym" else librarian_answerer
         role = make_role(budget=spec.budget, memory_window=memory)
-        ctx = ToolContext(view, index, None, search_mode=spec.search_mode, answer_view=spec.answer_view)  # type: ignore[arg-type]
+        ctx = ToolContext(view, index, None, search_mode=spec.search_mode, answer_view=spec.answer_view,  # type: ignore[arg-type]
+                          read_sources=spec.read_sources)
         out: list[tuple[int, ExamResult]] = []
         for start in range(0, len(tasks), spec.batch):
             chunk = tasks[start:start + spec.batch]

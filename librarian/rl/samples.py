@@ -75,6 +75,18 @@ def nonzero_group_fraction(advantages: Sequence[float], groups: Sequence[Any], e
     return sum(by_group.values()) / len(by_group) if by_group else 0.0
 
 
+def executed_call_rate(trajectories: Sequence[Any]) -> float:
+    """The share of attempted calls (parsed or not) that executed: a call that parsed but failed in its tool (a
+    merge of a file that does not exist) counts as valid in `valid_call_rate` and as not executed here."""
+    attempted = executed = 0
+    for traj in trajectories:
+        for t in traj.turns:
+            failed = int(getattr(t, "failed_calls", 0))
+            attempted += len(t.calls) + len(t.errors)
+            executed += len(t.calls) - failed
+    return executed / attempted if attempted else 0.0
+
+
 def valid_call_rate(trajectories: Sequence[Any]) -> float:
     """The share of policy turns (turns with tokens) whose message parsed into tool calls with no call error."""
     turns = [t for traj in trajectories for t in traj.turns if t.has_tokens]

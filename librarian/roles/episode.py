@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from librarian.models.base import Message, PolicyBackend, Sample, SamplingParams, ToolSchema
 from librarian.models.chat import with_tools_in_system
-from librarian.models.constrained import compact_schema, tool_call_grammar
+from librarian.models.constrained import MAX_ITEMS, compact_schema, tool_call_grammar
 from librarian.roles.definitions import Role
 from librarian.roles.environment import Environment, Step
 from librarian.roles.trajectory import Trajectory, TurnRecord
@@ -46,6 +46,10 @@ class LoopConfig:
     # teacher must see the prompt its constrained student will see
     tool_listing: str = "schema"  # how the system turn lists the tools: schema (the backend's JSON schemas) |
     # signatures (one short line a tool, written here; the backend gets no schemas; compact under a grammar)
+    max_items: int = MAX_ITEMS  # under a grammar: the most items an array argument (sources, children) holds
+    env_enums: tuple[tuple[tuple[str, tuple[str, ...]], ...], ...] = ()  # per environment (in `run_episodes`'
+    # order), enums over `grammar_enums`: environments of different corpora decoded in one batch, each under the
+    # grammar of its own paths
 
     def __post_init__(self) -> None:
         if self.tool_listing not in ("schema", "signatures"):
@@ -62,26 +66,31 @@ class LoopConfig:
         if self.constrained or self.compact_listing:  # the arguments the grammar lets the policy write
 
             shown = [{**t, "function": {**t["function"], "parameters": compact_schema(
-                t["function"].get("parameters") or {"type": "object", "properties": {}})}} for t in tools]
+                t["function"].get("parameters") or {"type": "object", "properties": {}}, max_items=self.max_items)}}
+                for t in tools]
         return [with_tools_in_system(p, shown, self.tool_listing) for p in prompts], None
 
-    def grammar(self, tools: Sequence[ToolSchema], role: Role, max_calls: int | None = None) -> str | None:
-        """The grammar a turn is sampled under (at most `max_calls` calls, default the role's; the role's answer
-        tool only alone), or None."""
+    def grammar(self, tools: Sequence[ToolSchema], role: Role, max_calls: int | None = None,
+                env: int | None = None) -> str | None:
+        """The grammar a turn of environment `env` is sampled under (at most `max_calls` calls, default the role's;
+        the role's answer tool only alone), or None."""
         if not self.constrained or not tools:
             return None
 
         enums = dict(self.grammar_enums)
+        if env is not None and self.env_enums:
+            enums.update(dict(self.env_enums[env]))
         if self.live_enums is not None:
             enums.update({k: tuple(v) for k, v in self.live_enums().items()})
         return tool_call_grammar(tools, max_calls=max_calls or role.max_calls_per_turn, free_text=self.free_text,
-                                 enums=enums, solo=(role.answer_tool,))
+                                 enums=enums, solo=(role.answer_tool,), max_items=self.max_items)
 
 
 class _Episode:
-    """The state of one running episode."""
+    """The state of one running episode (`index`: its environment's place in the batch)."""
 
-    def __init__(self, env: Environment, role: Role) -> None:
+    def __init__(self, env: Environment, role: Role, index: int = 0) -> None:
+        self.index = index
         self.env = env
         self.role = role
         opening = env.reset()
@@ -113,7 +122,7 @@ class _Episode:
             index=len(self.traj.turns), text=sample.text,
             calls=[{"name": c.name, "arguments": c.arguments} for c in step.calls],
             errors=[{"kind": e.kind, "message": e.message} for e in step.errors],
-            observation=step.observation, actions=step.actions,
+            observation=step.observation, actions=step.actions, failed_calls=sum(not r.ok for r in results),
             chars_read=sum(r.chars for r in results), est_tokens_read=sum(r.est_tokens for r in results),
             nodes_touched=tuple(dict.fromkeys(i for r in results for i in r.nodes_touched)),
             raw_touched=sum(r.raw_touched for r in results), synthetic_touched=sum(r.synthetic_touched for r in results),
@@ -133,17 +142,35 @@ class _Episode:
         self.done = True
 
 
-def _params(config: LoopConfig, role: Role, turn: int, grammar: str | None = None) -> SamplingParams:
+def _params(config: LoopConfig, role: Role, turn: int, grammars: Sequence[str | None] = ()) -> SamplingParams:
+    """The turn's sampling: one grammar for every prompt, or one each when they differ (`SamplingParams.grammars`)."""
     p = config.params
     stop = tuple(dict.fromkeys(p.stop + role.stop))
-    return replace(p, n=1, stop=stop, seed=None if p.seed is None else p.seed + turn, grammar=grammar)
+    distinct = set(grammars)
+    if len(distinct) <= 1:
+        one, each = next(iter(distinct), None), None
+    elif None in distinct:
+        raise ValueError("a turn cannot decode some prompts under a grammar and others without one")
+    else:
+        one, each = None, tuple(grammars)  # type: ignore[arg-type]
+    return replace(p, n=1, stop=stop, seed=None if p.seed is None else p.seed + turn, grammar=one, grammars=each)
+
+
+def _grammars(episodes: Sequence[_Episode], backend: PolicyBackend, role: Role, config: LoopConfig,
+              tools: Sequence[ToolSchema], max_calls: int | None = None) -> list[str | None]:
+    """Each episode's grammar for this turn (None without one, or when the backend does not honour grammars)."""
+    if not getattr(backend, "honours_grammar", True):
+        return [None] * len(episodes)
+    return [config.grammar(tools, role, max_calls=max_calls, env=e.index) for e in episodes]
 
 
 def run_episodes(envs: Sequence[Environment], backend: PolicyBackend, role: Role,
                  config: LoopConfig | None = None) -> list[Trajectory]:
     """Run one episode per environment, generating for all active ones in one batch per turn."""
     config = config or LoopConfig()
-    episodes = [_Episode(env, role) for env in envs]
+    episodes = [_Episode(env, role, i) for i, env in enumerate(envs)]
+    if config.env_enums and len(config.env_enums) != len(episodes):
+        raise ValueError(f"LoopConfig.env_enums holds {len(config.env_enums)} entries for {len(episodes)} environments")
     turn = 0
     while True:
         active = [e for e in episodes if not e.done]
@@ -151,11 +178,11 @@ def run_episodes(envs: Sequence[Environment], backend: PolicyBackend, role: Role
             break
         prompts = [e.prompt(config) for e in active]
         t0 = time.perf_counter()
-        grammar = config.grammar(active[0].tools, role) if getattr(backend, "honours_grammar", True) else None
+        grammars = _grammars(active, backend, role, config, active[0].tools)
         shown, tools = config.listed(prompts, active[0].tools)
-        samples = backend.generate(shown, tools, _params(config, role, turn, grammar))
+        samples = backend.generate(shown, tools, _params(config, role, turn, grammars))
         gen = (time.perf_counter() - t0) / len(active)
-        for ep, (sample, *_) in zip(active, samples, strict=True):
+        for ep, (sample, *_), grammar in zip(active, samples, grammars, strict=True):
             t1 = time.perf_counter()
             step = ep.env.step(sample.text, ep.actions_left)
             ep.record(sample, step, gen + time.perf_counter() - t1, gen, grammar=grammar)
@@ -177,11 +204,11 @@ def _force_answers(episodes: list[_Episode], backend: PolicyBackend, role: Role,
     prompts = [e.prompt(config) + [note] for e in episodes]
     t0 = time.perf_counter()
     tools = episodes[0].env.answer_tools()
-    grammar = config.grammar(tools, role, max_calls=1) if getattr(backend, "honours_grammar", True) else None
+    grammars = _grammars(episodes, backend, role, config, tools, max_calls=1)
     shown, listed_tools = config.listed(prompts, tools)
-    samples = backend.generate(shown, listed_tools, _params(config, role, turn, grammar))
+    samples = backend.generate(shown, listed_tools, _params(config, role, turn, grammars))
     gen = (time.perf_counter() - t0) / len(episodes)
-    for ep, (sample, *_) in zip(episodes, samples, strict=True):
+    for ep, (sample, *_), grammar in zip(episodes, samples, grammars, strict=True):
         ep.traj.messages.append(note)
         step = ep.env.final_answer(sample.text)
         ep.record(sample, step, gen, gen, forced=True, grammar=grammar)

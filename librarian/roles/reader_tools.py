@@ -54,7 +54,7 @@ def kbgym_search(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
 
 
 def kbgym_read(ctx: ToolContext, args: dict[str, Any]) -> ToolResult:
-    return from_view(views.read(ctx.workspace, args["id"], mode="kbgym"))
+    return from_view(views.read(ctx.workspace, args["id"], mode="kbgym", sources=ctx.read_sources))
 
 
 def answer(_ctx: ToolContext, args: dict[str, Any]) -> ToolResult:

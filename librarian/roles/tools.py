@@ -88,6 +88,7 @@ class ToolContext:
     search_mode: str = "bm25"
     snippet_chars: int = 500
     answer_view: AnswerView = "all"
+    read_sources: bool = False  # a KBGym read also shows the raw documents a synthetic file was made from
     extra: dict[str, Any] = field(default_factory=dict)
 
     def writable(self) -> Workspace:

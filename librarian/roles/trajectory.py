@@ -26,6 +26,7 @@ class TurnRecord:
     errors: list[dict[str, str]] = field(default_factory=list)  # {"kind", "message"} of calls that did not
     observation: str = ""
     actions: int = 0
+    failed_calls: int = 0  # calls that parsed and ran but failed in the tool (ok=False: a merge of a missing file)
     chars_read: int = 0
     est_tokens_read: int = 0
     nodes_touched: tuple[str, ...] = ()
@@ -103,6 +104,11 @@ class Trajectory:
     @property
     def errors(self) -> int:
         return sum(len(t.errors) for t in self.turns)
+
+    @property
+    def failed_calls(self) -> int:
+        """Calls that did not execute: malformed or disallowed ones, and ones whose tool failed."""
+        return sum(len(t.errors) + t.failed_calls for t in self.turns)
 
     def segments(self) -> list[Segment]:
         """The token sequences to train on (see the module docstring); empty without tokens."""

@@ -162,6 +162,7 @@ def read(
     start_line: int = 1,
     num_lines: int | None = None,
     mode: ReadMode = "lines",
+    sources: bool = False,
 ) -> ViewResult:
     """Read a node's text (a line range of it), and in `kbgym` mode every node it links.
 
@@ -169,6 +170,10 @@ def read(
     `links: <ids>` and `provenance: <ids>` when not empty, then `---` and the
     lines. In `kbgym` mode each linked active node follows in link order as
     a blank line, `=== linked: [<kind>] <path>  id=<id> ===` and its full text.
+    With `sources` (kbgym mode), the raw documents the node and its linked
+    nodes were made from (their provenance, at most `MAX_SOURCES`, those not
+    already shown) follow as `=== source: [raw] <path>  id=<id> ===` and their
+    text: a reader can check a synthetic file against the documents it cites.
     """
     if mode not in ("lines", "kbgym"):
         raise WorkspaceError(f"read mode must be 'lines' or 'kbgym', got {mode!r:.80}")
@@ -192,7 +197,32 @@ def read(
             out.append(f"=== linked: {_header(target)} ===")
             out.append(target.text)
             touched.append(target)
+        if sources:
+            for source in provenance_sources(src, touched):
+                out.append("")
+                out.append(f"=== source: {_header(source)} ===")
+                out.append(source.text)
+                touched.append(source)
     return _result("\n".join(out), touched)
+
+
+MAX_SOURCES = 40  # raw sources a kbgym read shows at most (LinkMany's cap on targets)
+
+
+def provenance_sources(src: NodeSource, shown: list[Node], limit: int = MAX_SOURCES) -> list[Node]:
+    """The active raw nodes in the provenance of `shown` (in order, each once), leaving out nodes already shown."""
+    seen = {n.id for n in shown}
+    out: list[Node] = []
+    for node in shown:
+        for source_id in node.provenance:
+            source = src.get(source_id)
+            if source is None or source.id in seen or source.kind != "raw":
+                continue
+            seen.add(source.id)
+            out.append(source)
+            if len(out) >= limit:
+                return out
+    return out
 
 
 def open(src: NodeSource, path: str = "") -> ViewResult:  # noqa: A001 - the agent's verb

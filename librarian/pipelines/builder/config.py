@@ -49,6 +49,15 @@ class DataConfig:
     # in rotation (a name may repeat); empty: as generated. Names must be among the `train_corpora` generated
     sft_from_train: bool = True  # false: the SFT teacher builds only `sft_seeds`' corpora, none of the training
     # corpora, so no corpus GRPO is measured on was memorised in the warm start
+    headroom: bool = False  # draw every set from universes of its own and keep only corpora with room to learn:
+    # training (train_seeds), SFT (sft_seeds), gate (val_seeds) and exam (exam_seeds) corpora the flat store misses
+    # and the SFT teacher solves, checked corpus by corpus (`builder/corpus_sets.py`); plus a keep set
+    exam_seeds: list = field(default_factory=list)  # with headroom: the exam's universes (every split)
+    keep_corpora: int = 0  # with headroom: exam corpora of exam_seeds the flat store answers (does a build break them?)
+    keep_min_support: int = 2  # the keep set's group sizes
+    keep_max_support: int = 5
+    val_seeds: list = field(default_factory=list)  # with headroom: the warm start's gate corpora (sft.min_success)
+    val_corpora: int = 0
 
 
 @dataclass
@@ -58,6 +67,9 @@ class BuilderSFTConfig(SFTConfig):
 
     corpora: int = 4
     min_gain: float = 0.0
+    min_success: float = 0.0  # GRPO starts only when the warm start's sampled builds of the gate corpora
+    # (data.val_corpora) succeed at least this often (0: no gate); the rate is printed and kept in results.json
+    gate_samples: int = 4  # sampled builds of each gate corpus
 
 
 @dataclass
@@ -68,6 +80,8 @@ class ExamConfig:
     scripted_budget: int = 12
     untrained: bool = False  # also examine the policy before SFT (`untrained_builder`)
     sft_only: bool = False  # also examine the policy after SFT, before GRPO (`sft_builder`)
+    samples: int = 0  # k: sampled builds of each exam corpus by each policy, besides the greedy one (pass@1
+    # estimated from k samples, as paper 000 reports BRIGHT); 0: greedy only
 
 
 @dataclass

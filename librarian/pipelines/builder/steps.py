@@ -17,7 +17,7 @@ from librarian.cluster.builder_jobs import BuildJob
 from librarian.learner.sft import verified_samples
 from librarian.pipelines.builder.corpora import Corpus
 from librarian.rewards.construction import ProbeService, RolloutRewards, fold_tokenless, step_rewards
-from librarian.rl.samples import valid_call_rate
+from librarian.rl.samples import executed_call_rate, valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation
 from librarian.roles.probing_env import snapshot
 from librarian.workspace import Workspace
@@ -76,6 +76,8 @@ class BuilderTask:
             "builder_actions": mean(t.actions for t in trajs),
             "builder_errors": mean(t.errors for t in trajs),
             "valid_call_rate": valid_call_rate(trajs),
+            "executed_call_rate": executed_call_rate(trajs),
+            "failed_calls": mean(t.failed_calls for t in trajs),
             "stopped": mean(float(t.end == "done") for t in trajs),
             "generated_tokens": float(sum(len(x.response_ids) for t in trajs for x in t.turns)),
         }
@@ -87,7 +89,7 @@ class BuilderTask:
         for r, w in zip(scored.records, scored.details, strict=True):
             turns = [{"index": t.index, "text": t.text, "observation": t.observation[:500], "actions": t.actions,
                       "tokens": len(t.response_ids), "reward": w.turn_rewards[i],
-                      "valid": bool(t.calls) and not t.errors}
+                      "valid": bool(t.calls) and not t.errors, "failed_calls": len(t.errors) + t.failed_calls}
                      for i, t in enumerate(r.trajectory.turns)]
             rows.append({"step": step, "job": r.job_id, "corpus": r.corpus_id, "index": r.index,
                          "policy_version": r.policy_version, "end": r.trajectory.end, "initial_utility": w.initial,
