@@ -4,7 +4,7 @@
   for the learner and the rollout workers, each actor's resources);
 - rollouts: `rollout_worker` (one generic `RolloutWorker`: a backend, its weights and their sync, batched
   episodes from an env factory), `builder_worker` and `researcher_worker` (the env factories and worker
-  classes), `builder_jobs` and `researcher_jobs` (config sections, jobs, records), `builder_hints`,
+  classes), `builder_jobs` and `researcher_jobs` (config sections, jobs, records),
   `rollout_pool` over the fault-tolerant `actor_pool`;
 - the answerer probe pool (`probe_pool`: `rewards.probe_exam`'s `ExamRunner` in each worker);
 - the learner: `learner_actor` (one `learner.Learner`), `learner_group` (data-parallel ranks), `learner_start`

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.cluster.builder_hints import HintReference
 from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.config import ConfigError
+from librarian.roles.builder_hints import HintReference
 
 EXECUTORS = ("extractive", "none")
 TOOL_LISTINGS = ("schema", "signatures")

@@ -21,12 +21,12 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob, RolloutRecord
 from librarian.cluster.rollout_worker import EpisodeBatch, RolloutWorker, sampling
 from librarian.rewards.construction import RewardConfig
 from librarian.rewards.probes import ProbeSchedule
 from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder
+from librarian.roles.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.roles.builder_task import build_task
 from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
 from librarian.roles.probing_env import ProbingEnv, snapshot

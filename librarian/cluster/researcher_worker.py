@@ -47,10 +47,10 @@ from librarian.cluster.researcher_jobs import (
     ResearchSearchConfig,
 )
 from librarian.cluster.rollout_worker import EpisodeBatch, RolloutWorker, sampling
-from librarian.evaluation.memory_arms import research_context
 from librarian.models.scripted_researcher import ScriptedResearcher
 from librarian.roles import LoopConfig
 from librarian.roles.definitions import jam_researcher
+from librarian.roles.research_context import research_context
 from librarian.roles.researcher import ResearchEnv
 from librarian.roles.researcher_hints import HintedEnv, HintSchedule, scripted_hint
 from librarian.roles.researcher_tools import JAM_RESEARCHER, finalized

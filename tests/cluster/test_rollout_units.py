@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
 from librarian.config import load_config
@@ -23,6 +22,7 @@ from librarian.rewards import discounted_return
 from librarian.rewards.construction import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
 from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
 from librarian.roles import ToolContext, ToolEnv, librarian_builder
+from librarian.roles.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.roles.probing_env import snapshot
 from librarian.workspace import Workspace
 
