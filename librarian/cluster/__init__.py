@@ -8,8 +8,9 @@
   `rollout_pool` over the fault-tolerant `actor_pool`;
 - the answerer probe pool (`probe_pool`: `rewards.probe_exam`'s `ExamRunner` in each worker);
 - the learner: `learner_actor` (one `learner.Learner`), `learner_group` (data-parallel ranks), `learner_start`
-  (which of the two a run gets, and where); `weight_sync` (publishing to the workers: the object store, or a
-  broadcast over `models.weight_transfer`); `waits` (every wait bounded);
+  (which of the two a run gets, and where); `weight_sync` (publishing to the workers, the driver side: the object store,
+  or a broadcast over `models.weight_transfer`), `weight_sync_worker` (a worker's loading and its end of the
+  broadcast), `weight_sync_config` (the transport a run gets, what both sides share); `waits` (every wait bounded);
 - `tune_sweep` (Ray Tune trials for `librarian ablate`) and `faults` (injected crashes, tests).
 
 `librarian.rl.session.RLSession` starts these for a run. Importing this package imports nothing else:

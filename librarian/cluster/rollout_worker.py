@@ -6,7 +6,7 @@ factory (`EnvFactory`: the builder's in `builder_worker`, the researcher's in
 play, the loop's sampling and grammar, a scripted teacher when the job names
 one, and the job's records. The worker owns the rest: the backend, chosen by
 name (`hf`, `vllm`, `scripted`) from the `rollout` section (`RolloutConfig`);
-weights loaded through `weight_sync.apply_weights` before a job when the job
+weights loaded through `weight_sync_worker.apply_weights` before a job when the job
 asks for a newer version than the worker holds, or received by broadcast
 from the learner (`join_broadcast`, `receive_broadcast`:
 `weight_sync.BroadcastSync` drives them); a colocated engine's sleep and
@@ -23,13 +23,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from librarian.cluster.faults import CrashPlan
-from librarian.cluster.weight_sync import (
-    BroadcastEndpoint,
-    WeightSyncError,
-    apply_weights,
-    backend_options,
-    resolve,
-)
+from librarian.cluster.weight_sync_config import WeightSyncError, backend_options
+from librarian.cluster.weight_sync_worker import BroadcastEndpoint, apply_weights, resolve
 from librarian.config import ConfigError
 from librarian.models import make_backend
 from librarian.models.base import SamplingParams

@@ -9,7 +9,7 @@ sections), the answerer probe pool when the recipe has one, and the weight
 sync: `WeightSync` (the object store), or, for full weights with
 `rollout.options.weight_transfer` 'nccl' (vLLM engines) or 'broadcast' (`hf`
 models), `BroadcastSync`, whose group the learner and every worker join here
-(`weight_sync.broadcast_transport` picks it; docs/cluster.md).
+(`weight_sync_config.broadcast_transport` picks it; docs/cluster.md).
 `close()` stops all of it (and Ray, when this session started it). The
 learner is driven through typed methods: `step`, `sft`, `save`, `load`,
 `trainable_norm`, and `publish` (the weights to the workers).
@@ -37,7 +37,8 @@ from librarian.cluster.rollout_pool import RolloutPool
 from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.cluster.topology import RayConfig, TopologyError
 from librarian.cluster.waits import learner_timeout, wait_for
-from librarian.cluster.weight_sync import BroadcastSync, WeightSync, backend_options, broadcast_transport
+from librarian.cluster.weight_sync import BroadcastSync, WeightSync
+from librarian.cluster.weight_sync_config import backend_options, broadcast_transport
 from librarian.learner.batch import PolicySample
 from librarian.learner.config import LearnerConfig
 from librarian.rewards.probe_exam import ExamRunner, run_local
