@@ -13,8 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "librarian"
 RANK = {
     "config": 0, "workspace": 0, "redact": 0,
     "datasets": 1, "search": 1, "models": 1, "tracking": 1,
-    "roles": 2, "rewards": 3, "learner": 4, "evaluation": 5, "cluster": 6, "planning": 7, "rl": 8, "online": 8,
-    "pipelines": 9, "app": 10, "cli": 11,
+    "roles": 2, "rewards": 3, "answering": 3, "learner": 4, "evaluation": 5, "cluster": 6, "planning": 7, "rl": 8,
+    "online": 8, "pipelines": 9, "app": 10, "cli": 11,
 }
 
 
