@@ -3,8 +3,10 @@
 
 - `config`: `RLConfig` (run, `ray`, `rollout`, `learner`, `off_policy`, `sft`), validated when built;
 - `session`: `RLSession`, the Ray side started in one place: Ray, the placement group, the learner (or
-  learner group, `cluster.learner_start`), the rollout pool, the probe pool, weight sync; the learner driven
-  through typed methods (`step`, `sft`, `save`, `load`, `publish`, ...);
+  learner group, `cluster.learner_start`), the rollout pool, the probe runner (chosen once), weight sync; all
+  of it driven through typed methods (`rollout`, `probe`, `step`, `sft`, `save`, `load`, `publish`, ...);
+- `protocols`: what the loop and the recipes need of a session (`StepSession`, `RolloutSession`, `ExamSession`),
+  so a test can pass a recording session;
 - `task`: the task contract a recipe implements (`jobs`, `turn_rewards`, `metrics`, `rows`);
 - `samples`: the stale filter, group advantages and flat-group filtering;
 - `loop`: the step loop, synchronous or one step off-policy (`rollout.asynchronous`);

@@ -23,22 +23,22 @@ from typing import Any
 from librarian.cluster.builder_jobs import BuildJob
 from librarian.evaluation.exam import compare, summarize
 from librarian.evaluation.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
-from librarian.rewards.probe_exam import snapshot_key
-from librarian.roles.probing_env import snapshot
+from librarian.rl.protocols import ExamSession, RolloutSession
 from librarian.workspace import Workspace
+from librarian.workspace.snapshot import freeze
 
 PAIRS = (("trained_builder", "flat"), ("scripted_builder", "flat"), ("trained_builder", "scripted_builder"),
          ("trained_builder", "untrained_builder"), ("trained_builder", "sft_builder"),
          ("sft_builder", "untrained_builder"))
 
 
-def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
+def policy_builds(cfg: Any, s: RolloutSession, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
     """`s` is the run's `RLSession`. The policy's greedy build of every exam corpus (weights of at least `min_version`, default: the latest
     published): corpus id -> the final snapshot and the build's figures."""
     version = s.version if min_version is None else min_version
     jobs = [BuildJob(f"exam-{stage}-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed,
                      min_version=version, greedy=True) for c in corpora]
-    batch = s.rollouts.run(jobs, s.sync.box)
+    batch = s.rollout(jobs)
     return {c.corpus_id: _frozen(batch[f"exam-{stage}-{c.corpus_id}"][0]) for c in corpora}
 
 
@@ -48,7 +48,7 @@ def _frozen(record: Any) -> dict[str, Any]:
             "tokens": sum(len(t.response_ids) for t in traj.turns), "calls": [t.text for t in traj.turns]}
 
 
-def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dict] | None = None,
+def run_exam(cfg: Any, s: ExamSession, corpora: list, probes: Any, stages: dict[str, dict] | None = None,
              n_boot: int = 500) -> tuple[list[dict], dict]:
     """Rows for the results table and the detail (per corpus, utilities, paired differences).
 
@@ -58,25 +58,25 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
         return [], {}
     scripted = [BuildJob(f"exam-scripted-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed,
                          greedy=True, teacher=cfg.sft.teacher, budget=cfg.exam.scripted_budget) for c in corpora]
-    batch = s.rollouts.run(scripted, s.sync.box)
+    batch = s.rollout(scripted)
     builders = {"scripted_builder": {c.corpus_id: _frozen(batch[f"exam-scripted-{c.corpus_id}"][0]) for c in corpora},
                 **(stages or {}), "trained_builder": policy_builds(cfg, s, corpora, "trained")}
     exams: dict[str, list] = {"flat": [], **{name: [] for name in builders}}
     per_question: dict[str, list[float]] = {name: [] for name in exams}
     detail: dict[str, Any] = {}
     for c in corpora:
-        stores = {"flat": snapshot(Workspace.from_documents(c.docs)),
+        stores = {"flat": freeze(Workspace.from_documents(c.docs)),
                   **{name: built[c.corpus_id]["final"] for name, built in builders.items()}}
         detail[c.corpus_id] = {}
-        flat_key = snapshot_key(stores["flat"])
+        flat_key = stores["flat"].key
         for name, data in stores.items():
-            results = s.probe_run(data, c.questions, 1)
+            results = s.probe(data, c.questions)
             exams[name].extend(results)
             per_question[name].extend(probes.question_utility(r) for r in results)
             detail[c.corpus_id][name] = {"utility": probes.utility(data, c.corpus_id),
                                          "f1": statistics.fmean(r.f1 for r in results)}
             if name != "flat":
-                detail[c.corpus_id][name]["same_as_flat"] = snapshot_key(data) == flat_key
+                detail[c.corpus_id][name]["same_as_flat"] = data.key == flat_key
     rows = [{"name": "flat", **summarize(exams["flat"]), "build_actions": 0.0}]
     for name, built in builders.items():
         row = {"name": name, **compare(exams[name], exams["flat"], n_boot=n_boot, seed=cfg.seed)}
