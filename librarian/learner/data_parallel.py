@@ -93,4 +93,5 @@ class UpdateTotals:
         keys = sorted(self.terms) + sorted(self.clip)
         values = ranks.all_reduce([self.terms.get(k, self.clip.get(k, 0.0)) for k in keys] + [self.tokens])
         out = dict(zip(keys, values, strict=False))
-        return UpdateTotals({k: out[k] for k in self.terms}, {k: out[k] for k in self.clip}, int(values[-1]))
+        return UpdateTotals({k: out[k] for k in sorted(self.terms)}, {k: out[k] for k in sorted(self.clip)},
+                            int(values[-1]))
