@@ -42,7 +42,8 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 
-from librarian.app.ask import AskConfig, answer
+from librarian.answering.answer import answer
+from librarian.answering.config import AskConfig
 from librarian.app.build import BuildConfig
 from librarian.app.build import run as build_run
 from librarian.app.corpus import AskItem

@@ -38,26 +38,25 @@ from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
 from librarian.pipelines.builder.corpora import task_corpora, teacher_corpora  # noqa: E402
 from librarian.pipelines.builder.steps import BuilderTask, initial_utilities, teacher_samples  # noqa: E402
 from librarian.rewards.construction import ProbeService  # noqa: E402
-from librarian.rewards.probe_exam import ExamRunner, run_local  # noqa: E402
+from librarian.rewards.probe_exam import LocalProbes  # noqa: E402
 from librarian.rl.samples import policy_samples  # noqa: E402
 from librarian.rl.task import Scored  # noqa: E402
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
 
 
-class LocalRollouts:
-    """`session.rollouts` for one in-process worker: `run(jobs) -> {job_id: records}`."""
+class LocalSession:
+    """A `RolloutSession` over one in-process worker: `rollout(jobs) -> {job_id: records}`."""
 
     def __init__(self, worker: Any) -> None:
         self.worker = worker
 
-    def run(self, jobs: list[Any]) -> dict[str, list]:
+    @property
+    def version(self) -> int:
+        return self.worker.version
+
+    def rollout(self, jobs: list[Any], weights: list | None = None) -> dict[str, list]:
         return {job.job_id: self.worker.run(job) for job in jobs}
-
-
-class LocalSession:
-    def __init__(self, worker: Any) -> None:
-        self.rollouts = LocalRollouts(worker)
 
 
 def advantage_sign(sample: Any) -> int:
@@ -89,9 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     _, train, _ = task_corpora(cfg.data, exam=False)
     teacher = teacher_corpora(cfg.data, train, cfg.sft.corpora)
     everything = list({c.corpus_id: c for c in train + teacher}.values())
-    runner = ExamRunner(cfg.probe)
-    probes = ProbeService(lambda data, qs, rep: run_local(data, qs, cfg.probe, rep, runner=runner),
-                          {c.corpus_id: c.questions for c in everything}, cfg.reward)
+    probes = ProbeService(LocalProbes(cfg.probe), {c.corpus_id: c.questions for c in everything}, cfg.reward)
     task = BuilderTask(cfg, train, probes, initial_utilities(everything, probes))
     worker = BuilderRolloutWorker(cfg.rollout, cfg.reward)
     torch.set_num_threads(max(1, os.cpu_count() or 1))

@@ -32,6 +32,11 @@ class ConfigError(ValueError):
     """A config file or override was invalid; the message names the key and the fix."""
 
 
+class InputError(ValueError):
+    """A user's input outside a config was missing or malformed (a corpus or question file, a flag, a reader that
+    cannot read a workspace); the message names it."""
+
+
 @dataclasses.dataclass(frozen=True)
 class KeyDoc:
     """One settable key of a schema: dotted name, default, type and a one-line description."""

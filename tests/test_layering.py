@@ -1,4 +1,5 @@
-"""DESIGN.md's layering: a lower layer never imports a higher one (checked on every module's imports)."""
+"""The layering of docs/architecture.md (its "Layers" table): a lower layer never imports a higher one (checked on
+every module's imports), and a few parts stay apart though their ranks would allow an import."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "librarian"
 RANK = {
     "config": 0, "workspace": 0, "redact": 0,
     "datasets": 1, "search": 1, "models": 1, "tracking": 1,
-    "roles": 2, "rewards": 3, "learner": 4, "evaluation": 5, "cluster": 6, "planning": 7, "rl": 8, "online": 8,
-    "pipelines": 9, "app": 10, "cli": 11,
+    "roles": 2, "rewards": 3, "answering": 3, "learner": 4, "evaluation": 5, "cluster": 6, "planning": 7, "rl": 8,
+    "online": 8, "pipelines": 9, "app": 10, "cli": 11,
 }
 
 
@@ -104,11 +105,30 @@ def test_no_lower_layer_imports_a_higher_one():
     assert violations(sorted(PACKAGE.rglob("*.py"))) == []
 
 
+def imports_of(src: str, dst: str, root: Path = PACKAGE) -> list[str]:
+    """`file:line` of every import of part `dst` in part `src`'s files."""
+    files = sorted((root / src).rglob("*.py"))
+    assert files, f"no files in part {src!r}"
+    return [f"{p.relative_to(root.parent)}:{line}" for p in files for part, line in sorted(imported_parts(p))
+            if part == dst]
+
+
 def test_app_never_imports_a_pipeline():
     """The user-facing tools use library code (`online`, ...) only, never a pipeline's module."""
-    app = sorted((PACKAGE / "app").rglob("*.py"))
-    assert app and [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in app for dst, line in sorted(imported_parts(p))
-                    if dst == "pipelines"] == []
+    assert imports_of("app", "pipelines") == []
+
+
+def test_cluster_never_imports_evaluation():
+    """Ray's actors need nothing of the evaluation (what a rollout worker searches with lives in `roles`)."""
+    assert imports_of("cluster", "evaluation") == []
+
+
+def test_the_apart_check_catches_an_import(tmp_path):
+    root = tmp_path / "librarian"
+    (root / "cluster").mkdir(parents=True)
+    (root / "cluster" / "w.py").write_text("import os\nfrom librarian.evaluation.memory_arms import x\n",
+                                           encoding="utf-8")
+    assert imports_of("cluster", "evaluation", root) == ["librarian/cluster/w.py:2"]
 
 
 def test_the_checker_catches_an_upward_import(tmp_path):

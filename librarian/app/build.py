@@ -276,7 +276,8 @@ def print_inputs(corpus: Corpus, shown: int = 50) -> None:
         print(f"  ... and {len(corpus.skipped) - shown} more")
 
 
-def _kv(items: list[str]) -> dict[str, Any]:
+def backend_args(items: list[str]) -> dict[str, Any]:
+    """`--backend-arg key=value` flags as keyword arguments (a value that parses as JSON is that JSON)."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
@@ -324,7 +325,7 @@ def main(argv: Sequence[str]) -> int:
         cfg = BuildConfig(corpus=args.corpus, out_dir=args.out, builder=args.builder, workers=args.workers,
                           checkpoint_every=args.checkpoint_every, restart=args.restart, raw_policy=args.raw_policy,
                           embedder=args.embedder, export=not args.no_export, backend=args.backend,
-                          backend_args=_kv(args.backend_arg), budget=args.budget, ray_address=args.ray_address,
+                          backend_args=backend_args(args.backend_arg), budget=args.budget, ray_address=args.ray_address,
                           follow_symlinks=args.follow_symlinks, section_chars=args.section_chars)
         run(cfg)
     except (InputError, WorkspaceError, SnapshotFormatError) as exc:

@@ -1,4 +1,4 @@
-"""Inputs of `build` and `ask`: a corpus as `Document`s, questions as records.
+"""Inputs of `build` and `ask`: a corpus as `Document`s, questions as `AskItem`s (bad input: `InputError`).
 
 A corpus is a folder of .txt/.md files, a JSONL file of documents (one JSON
 object per line with `id` and `text`, optionally `path` and `origin`), or a
@@ -19,13 +19,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from librarian.answering.config import AskItem
+from librarian.config import InputError
 from librarian.datasets.records import corpus_from_table, questions_from_table, to_documents
 from librarian.workspace.folder_io import SECTION_CHARS, scan_folder
 from librarian.workspace.nodes import Document
-
-
-class InputError(ValueError):
-    """A corpus or question file was missing or malformed; the message names it."""
 
 
 def corpus_kind(source: str | Path) -> str:
@@ -119,18 +117,6 @@ def _documents(kind: str, path: Path, fact_prefix: str) -> list[Document]:
     folder = path if path.is_dir() else path.parent
     return [d if d.path else Document(d.id, d.text, f"{fact_prefix}/{d.id}", d.origin, d.metadata)
             for d in to_documents(corpus_from_table(pq.read_table(folder / "corpus.parquet")))]
-
-
-@dataclass(frozen=True, slots=True)
-class AskItem:
-    """One question to answer, with gold answers when the source has them."""
-
-    id: str
-    question: str
-    answers: tuple[str, ...] = ()
-    metric: str = "squad_f1"
-    split: str = ""
-    extra: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 def _from_bundle(folder: Path, split: str | None) -> list[AskItem]:

@@ -23,8 +23,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from librarian.app import ask
-from librarian.app.corpus import AskItem, InputError
+from librarian.answering.answer import answer
+from librarian.answering.backends import make_reader_backend
+from librarian.answering.config import AskConfig, AskItem
+from librarian.answering.readers import make_role
+from librarian.app.corpus import InputError
 from librarian.app.service import NotFound, SaveError, ServiceError, WorkspaceService
 from librarian.app.traffic_log import TrafficLog, UnknownRequest
 from librarian.app.workspace_dir import OpenedWorkspace, read_manifest
@@ -82,13 +85,13 @@ def evidence_judge(backend: Any) -> Callable[[Sequence[Logged]], list[bool | Non
 class OnlineServer:
     """One curated build folder served: ask, feedback, and the curation thread."""
 
-    def __init__(self, folder: str | Path, service: WorkspaceService, ask_cfg: ask.AskConfig, opts: CurateOptions,
+    def __init__(self, folder: str | Path, service: WorkspaceService, ask_cfg: AskConfig, opts: CurateOptions,
                  embedder: Any = None, curator: Any = None) -> None:
         self.folder = Path(folder)
         self.service, self.ask_cfg, self.opts = service, ask_cfg, opts
         self.manifest = read_manifest(self.folder)
-        self.budget = ask.make_role(ask_cfg.reader, ask_cfg.budget).budget
-        self.model = ask.make_reader_backend(ask_cfg)
+        self.budget = make_role(ask_cfg.reader, ask_cfg.budget).budget
+        self.model = make_reader_backend(ask_cfg)
         self.online = OnlineWorkspace(self.folder, opts.curation, self._reask, curator=curator, embedder=embedder)
         self.traffic = TrafficLog(self.online.store.root, opts.metric)
         self.consumed = consumed_questions(self.online.log)
@@ -109,7 +112,7 @@ class OnlineServer:
 
     def _answer(self, served: Served, items: list[AskItem]) -> list[dict[str, Any]]:
         with served.lock:  # one reader at a time per version; other versions answer meanwhile
-            return ask.answer(self.opened(served), items, self.ask_cfg, backend=self.model, with_trace=True)
+            return answer(self.opened(served), items, self.ask_cfg, backend=self.model, with_trace=True)
 
     def _reask(self, served: Served, items: Sequence[Logged]) -> list[Reasked]:
         recs = self._answer(served, [AskItem(i.request_id, i.question) for i in items])

@@ -34,10 +34,12 @@ from typing import Any
 import anyio
 import uvicorn
 
-from librarian.app import ask
-from librarian.app.ask import AskConfig
-from librarian.app.build import _kv
-from librarian.app.corpus import AskItem, InputError
+from librarian.answering.answer import answer
+from librarian.answering.backends import make_reader_backend
+from librarian.answering.config import AskConfig, AskItem
+from librarian.answering.readers import make_role
+from librarian.app.build import backend_args
+from librarian.app.corpus import InputError
 from librarian.app.online_serve import CurateOptions, OnlineServer
 from librarian.app.serve_http import ENV_TOKEN, HttpGuard, guarded, is_loopback, make_app, token_from_env
 from librarian.app.serve_mcp import http_app, run_stdio
@@ -50,17 +52,17 @@ from librarian.online.policy import PolicyConfig
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 
 
-def make_asker(service: WorkspaceService, reader: str, backend: str | None, backend_args: dict) -> Any:
+def make_asker(service: WorkspaceService, reader: str, backend: str | None, options: dict) -> Any:
     """`question -> record` for POST /ask (answers are serialised with the other tools)."""
-    cfg = ask.AskConfig(reader=reader, backend=backend, backend_args=backend_args)
-    ask.make_role(reader, None)
-    model = ask.make_reader_backend(cfg)
+    cfg = AskConfig(reader=reader, backend=backend, backend_args=options)
+    make_role(reader, None)
+    model = make_reader_backend(cfg)
 
     def asker(question: str) -> dict:
         with service._lock:
             opened = service.opened
             try:
-                rec = ask.answer(opened, [AskItem("q", question)], cfg, backend=model)[0]
+                rec = answer(opened, [AskItem("q", question)], cfg, backend=model)[0]
             except InputError as exc:
                 raise ServiceError(str(exc)) from None
         rec["version"] = opened.version
@@ -153,7 +155,8 @@ def curate_options(args: argparse.Namespace) -> Any:
         raise InputError(f"--metric must be one of {', '.join(METRICS)}, got {args.metric!r}")
     if args.curate_every <= 0 or args.curate_min < 1 or args.curate_max < 1 or args.feedback_wait < 0:
         raise InputError("--curate-every must be > 0, --curate-min and --curate-max >= 1, --feedback-wait >= 0")
-    curation = CurationConfig(role=args.curator, curator=PolicyConfig(args.curator_backend, _kv(args.curator_arg)),
+    curator = PolicyConfig(args.curator_backend, backend_args(args.curator_arg))
+    curation = CurationConfig(role=args.curator, curator=curator,
                               backward_budget=args.curator_budget, holdback=args.holdback,
                               check_questions=args.check_questions, check_min_questions=args.check_min,
                               f1_tolerance=args.f1_tolerance, action_tolerance=args.action_tolerance)
@@ -162,7 +165,7 @@ def curate_options(args: argparse.Namespace) -> Any:
     except ConfigError as exc:
         raise InputError(str(exc).replace("curation.", "--")) from None
     return CurateOptions(curation, args.curate_every, args.curate_min, args.curate_max, args.feedback_wait,
-                         args.judge, _kv(args.judge_arg), args.metric)
+                         args.judge, backend_args(args.judge_arg), args.metric)
 
 
 def start_curating(args: argparse.Namespace, service: WorkspaceService, opened: Any) -> Any:

@@ -14,13 +14,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.app.provenance import provenance_paths
 from librarian.app.workspace_dir import OpenedWorkspace
 from librarian.search.errors import SearchError
 from librarian.search.paging import search_page
 from librarian.search.sync import IndexSync
 from librarian.workspace import codec, views, write_trace
 from librarian.workspace.errors import WorkspaceError
+from librarian.workspace.provenance import provenance_paths
 from librarian.workspace.text import terminal_safe
 
 SERVE_TRACE = "serve_trace.parquet"

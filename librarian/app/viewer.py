@@ -22,12 +22,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from librarian.app.provenance import provenance_paths
 from librarian.app.viewer_assets import CSS, JS
 from librarian.app.workspace_dir import snapshot_path
 from librarian.workspace import SnapshotView
 from librarian.workspace.errors import SnapshotFormatError, WorkspaceError
 from librarian.workspace.nodes import Node, NodeSource
+from librarian.workspace.provenance import provenance_paths
 from librarian.workspace.stats import structure_stats
 
 MAX_TEXT = 20_000

@@ -2,7 +2,8 @@
 
 A `BuildJob` is one corpus at one step, built `group_size` times; every
 build comes back as a `RolloutRecord` with the workspace frozen at its probe
-turns and at the end (Arrow IPC bytes for the answerer probe).
+turns and at the end (`Snapshot`s: Arrow IPC bytes for the answerer probe and
+their content hash).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.cluster.builder_hints import HintReference
 from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.config import ConfigError
+from librarian.roles.builder_hints import HintReference
+from librarian.workspace.snapshot import Snapshot
 
 EXECUTORS = ("extractive", "none")
 TOOL_LISTINGS = ("schema", "signatures")
@@ -78,8 +80,8 @@ class RolloutRecord:
     index: int
     trajectory: Any  # librarian.roles.Trajectory
     policy_version: int
-    probes: dict[int, bytes]  # builder turn (1-based) -> snapshot IPC bytes
-    final: bytes
+    probes: dict[int, Snapshot]  # builder turn (1-based) -> the workspace frozen there
+    final: Snapshot
     build_costs: list[float]  # actions per turn
     worker_pid: int
 

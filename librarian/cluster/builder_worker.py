@@ -3,8 +3,10 @@
 For a `BuildJob` the factory builds `group_size` workspaces from the corpus
 documents and runs the Librarian builder role on all of them in one batched
 episode loop. Every `reward.every` turns (at most `reward.max_probes` times)
-a `ProbingEnv` freezes the workspace as Arrow IPC bytes for the probe pool;
-the final workspace is frozen too. Training jobs get a hint every
+a `ProbingEnv` freezes the workspace for the probe pool (a `Snapshot`:
+Arrow IPC bytes and their content hash, computed here where they are
+encoded); the final workspace is frozen too, and both leave the environment
+as its `outcome()`. Training jobs get a hint every
 `rollout.hint_every` turns (hint-guided GRPO); evaluation jobs never do.
 Under the grammar `sources` may name only the raw documents and `list` only
 the folders that exist; with `rollout.merge_children: existing`, `merge_files`
@@ -19,17 +21,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
-from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob, RolloutRecord
-from librarian.cluster.rollout_worker import EpisodeBatch, RolloutWorker, sampling
+from librarian.cluster.rollout_worker import RolloutWorker, sampling
 from librarian.rewards.construction import RewardConfig
 from librarian.rewards.probes import ProbeSchedule
-from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder
+from librarian.roles import LoopConfig, ToolContext, ToolEnv, librarian_builder, run_episodes
+from librarian.roles.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.roles.builder_task import build_task
 from librarian.roles.content_executor import EXECUTOR_KEY, ExtractiveExecutor
-from librarian.roles.probing_env import ProbingEnv, snapshot
+from librarian.roles.probing_env import ProbingEnv
 from librarian.roles.teacher_backend import TeacherBackend
 from librarian.workspace import Workspace
 
@@ -76,9 +79,11 @@ class BuilderEnvFactory:
         """The scripted policy that plays `job.teacher`, tokenized by the policy's tokenizer."""
         return TeacherBackend(job.teacher, backend)
 
-    def episodes(self, job: BuildJob) -> EpisodeBatch:
-        """`group_size` builder environments over fresh workspaces of each of the job's corpora (`job.parts()`),
-        and their records; a job over several corpora holds each environment's grammar enums apart."""
+    def run(self, job: BuildJob, backend: Any, version: int) -> list[RolloutRecord]:
+        """`group_size` builds of fresh workspaces of each of the job's corpora (`job.parts()`) in one batched
+        episode loop, played by `backend` (or the job's teacher), each corpus's environments under the grammar of
+        its own paths; each build's record carries its `ProbingEnv`'s outcome (the snapshots of its probe turns
+        and its final workspace)."""
         spec = self.spec
         role = librarian_builder(budget=job.budget or spec.budget)
         hint = (lambda calls, turn: hint_for(job.hints, calls, turn)) if job.hints else None
@@ -94,15 +99,19 @@ class BuilderEnvFactory:
                 envs.append(ProbingEnv(env, ws, self.schedule, spec.hint_every, hint))
             env_enums += [path_enums(spaces[first], spec.constrained)] * job.group_size
         several = len(job.parts()) > 1
-        paths, folders = ((), ()) if several or not env_enums else (env_enums[0][0][1], env_enums[0][1][1])
-
-        def records(trajectories: list, version: int) -> list[RolloutRecord]:
-            return [RolloutRecord(job.job_id, corpus_id, i, traj, version, env.probes, snapshot(ws),
-                                  [float(t.actions) for t in traj.turns], os.getpid())
-                    for (corpus_id, i), traj, env, ws in zip(owners, trajectories, envs, spaces, strict=True)]
-
-        live = (lambda: synthetic_paths(spaces)) if spec.constrained and spec.merge_children == "existing" else None
-        return EpisodeBatch(envs, role, records, paths, folders, live, tuple(env_enums) if several else ())
+        paths, folders = ((), ()) if several else (env_enums[0][0][1], env_enums[0][1][1])
+        loop = self.loop_config(job, paths, folders)
+        if several:
+            loop = replace(loop, env_enums=tuple(env_enums))
+        if spec.constrained and spec.merge_children == "existing":
+            loop = replace(loop, live_enums=lambda: synthetic_paths(spaces))
+        policy = self.teacher(job, backend) if job.teacher else backend
+        records = []
+        for (corpus_id, i), traj, env in zip(owners, run_episodes(envs, policy, role, loop), envs, strict=True):
+            out = env.outcome()
+            records.append(RolloutRecord(job.job_id, corpus_id, i, traj, version, out.probes, out.final,
+                                         [float(t.actions) for t in traj.turns], os.getpid()))
+        return records
 
 
 def path_enums(ws: Workspace, constrained: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.config import ConfigError
-from librarian.evaluation.memory_arms import SEARCH_MODES
+from librarian.roles.research_context import SEARCH_MODES
 from librarian.roles.researcher_hints import HintInput
 
 

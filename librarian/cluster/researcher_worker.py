@@ -46,11 +46,11 @@ from librarian.cluster.researcher_jobs import (
     ResearchRecord,
     ResearchSearchConfig,
 )
-from librarian.cluster.rollout_worker import EpisodeBatch, RolloutWorker, sampling
-from librarian.evaluation.memory_arms import research_context
+from librarian.cluster.rollout_worker import RolloutWorker, sampling
 from librarian.models.scripted_researcher import ScriptedResearcher
-from librarian.roles import LoopConfig
+from librarian.roles import LoopConfig, run_episodes
 from librarian.roles.definitions import jam_researcher
+from librarian.roles.research_context import research_context
 from librarian.roles.researcher import ResearchEnv
 from librarian.roles.researcher_hints import HintedEnv, HintSchedule, scripted_hint
 from librarian.roles.researcher_tools import JAM_RESEARCHER, finalized
@@ -149,8 +149,9 @@ class ResearcherEnvFactory:
         teacher.name = f"teacher:{job.teacher}"
         return teacher
 
-    def episodes(self, job: ResearchJob) -> EpisodeBatch:
-        """`group_size` research environments over the job's cached context (hinted in training), and their records."""
+    def run(self, job: ResearchJob, backend: Any, version: int) -> list[ResearchRecord]:
+        """`group_size` research episodes over the job's cached context (hinted in training) in one batched loop,
+        played by `backend` (or the job's teacher), and their records."""
         spec = self.spec
         ctx = self.context(job)
         role = jam_researcher(budget=job.budget or spec.budget, max_calls_per_turn=spec.max_calls_per_turn,
@@ -163,13 +164,11 @@ class ResearcherEnvFactory:
             envs.append(env)
         enum = spec.constrained and spec.enum_paths and not job.teacher
         paths, folders = (workspace_paths(ctx.workspace), workspace_folders(ctx.workspace)) if enum else ((), ())
-
-        def records(trajectories: list, version: int) -> list[ResearchRecord]:
-            return [ResearchRecord(job.job_id, job.task_id, job.question_id, i, traj, finalized(traj.answer), version,
-                                   os.getpid(), len(getattr(env, "hints", [])))
-                    for i, (traj, env) in enumerate(zip(trajectories, envs, strict=True))]
-
-        return EpisodeBatch(envs, role, records, paths, folders)
+        policy = self.teacher(job, backend) if job.teacher else backend
+        trajectories = run_episodes(envs, policy, role, self.loop_config(job, paths, folders))
+        return [ResearchRecord(job.job_id, job.task_id, job.question_id, i, traj, finalized(traj.answer), version,
+                               os.getpid(), len(getattr(env, "hints", [])))
+                for i, (traj, env) in enumerate(zip(trajectories, envs, strict=True))]
 
 
 class ResearcherRolloutWorker(RolloutWorker):

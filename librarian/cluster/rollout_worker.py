@@ -2,39 +2,32 @@
 
 The worker is generic: what a job's episodes are comes from its environment
 factory (`EnvFactory`: the builder's in `builder_worker`, the researcher's in
-`researcher_worker`), which turns a job into its environments, the role they
-play, the loop's sampling and grammar, a scripted teacher when the job names
-one, and the job's records. The worker owns the rest: the backend, chosen by
+`researcher_worker`), which turns a job into its records in one call
+(`run(job, backend, version)`: the environments, the role they play, the
+loop's sampling and grammar, a scripted teacher when the job names one, one
+batched episode loop, the records). The worker owns the rest: the backend, chosen by
 name (`hf`, `vllm`, `scripted`) from the `rollout` section (`RolloutConfig`);
-weights loaded through `weight_sync.apply_weights` before a job when the job
+weights loaded through `weight_sync_worker.apply_weights` before a job when the job
 asks for a newer version than the worker holds, or received by broadcast
 from the learner (`join_broadcast`, `receive_broadcast`:
 `weight_sync.BroadcastSync` drives them); a colocated engine's sleep and
-wake-up; the injected crash points (tests); and one batched episode loop per
-job. Each record carries the policy version that generated it.
+wake-up; and the injected crash points (tests). Each record carries the
+policy version that generated it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from librarian.cluster.faults import CrashPlan
-from librarian.cluster.weight_sync import (
-    BroadcastEndpoint,
-    WeightSyncError,
-    apply_weights,
-    backend_options,
-    resolve,
-)
+from librarian.cluster.weight_sync_config import WeightSyncError, backend_options
+from librarian.cluster.weight_sync_worker import BroadcastEndpoint, apply_weights, resolve
 from librarian.config import ConfigError
 from librarian.models import make_backend
 from librarian.models.base import SamplingParams
-from librarian.roles import LoopConfig, Role, run_episodes
-from librarian.roles.teacher_backend import TeacherBackend
 
 log = logging.getLogger(__name__)
 
@@ -88,27 +81,13 @@ def sampling(spec: RolloutConfig, job: Any) -> SamplingParams:
                           top_p=spec.top_p, seed=job.seed)
 
 
-@dataclass
-class EpisodeBatch:
-    """A job's environments, the role they play, the grammar's path enums, and how trajectories become records."""
-
-    envs: list
-    role: Role
-    records: Callable[[list, int], list]  # (trajectories in group order, policy version) -> the job's records
-    paths: tuple[str, ...] = ()
-    folders: tuple[str, ...] = ()
-    live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None  # enums read again at every turn
-    env_enums: tuple = ()  # per environment, its own enums (a job over several corpora: `LoopConfig.env_enums`)
-
-
 class EnvFactory(Protocol):
     """What a kind of rollout job needs from its worker's environment factory."""
 
-    def episodes(self, job: Any) -> EpisodeBatch: ...
-
-    def loop_config(self, job: Any, paths: tuple[str, ...], folders: tuple[str, ...]) -> LoopConfig: ...
-
-    def teacher(self, job: Any, backend: Any) -> TeacherBackend: ...
+    def run(self, job: Any, backend: Any, version: int) -> list:
+        """The job's `group_size` episodes in one batched loop, played by `backend` (or by the scripted teacher
+        `job.teacher`, tokenized by it), as its records in group order, each carrying `version`."""
+        ...
 
 
 class RolloutWorker:
@@ -206,36 +185,11 @@ class RolloutWorker:
         if self.spec.crash.should_crash(job.job_id, 0):
             self.spec.crash.crash(job.job_id)
 
-    def loop_config(self, job: Any, paths: tuple[str, ...] = (), folders: tuple[str, ...] = ()) -> LoopConfig:
-        """The episode loop's settings for `job` (its sampling and grammar; the path arguments held to `paths`
-        and `folders`), as its environment factory sets them."""
-        return self.env_factory.loop_config(job, paths, folders)
-
-    def teacher(self, job: Any) -> TeacherBackend:
-        """The scripted policy that plays `job.teacher`, tokenized by the policy's tokenizer."""
-        return self.env_factory.teacher(job, self.backend)
-
-    def episodes(self, job: Any, envs: list, role: Role, paths: tuple[str, ...] = (),
-                 folders: tuple[str, ...] = (), live_enums: Callable[[], Mapping[str, Sequence[str]]] | None = None,
-                 env_enums: tuple = ()) -> list:
-        """The job's environments in one batched episode loop (the teacher's or the policy's; `live_enums`, when
-        given, re-read at every turn; `env_enums`, each environment's own); then the injected crash point after
-        the work."""
-        backend = self.teacher(job) if job.teacher else self.backend
-        config = self.loop_config(job, paths, folders)
-        if live_enums is not None:
-            config = replace(config, live_enums=live_enums)
-        if env_enums:
-            config = replace(config, env_enums=tuple(env_enums))
-        trajectories = run_episodes(envs, backend, role, config)
+    def run(self, job: Any, box: list | None = None) -> list:
+        """The job's `group_size` episodes; one record per episode, in group order. The injected crash points
+        (tests) come before any work and after it."""
+        self.begin(job, box)
+        records = self.env_factory.run(job, self.backend, self.version)
         if self.spec.crash.should_crash(job.job_id, job.group_size):
             self.spec.crash.crash(job.job_id)
-        return trajectories
-
-    def run(self, job: Any, box: list | None = None) -> list:
-        """The job's `group_size` episodes; one record per episode, in group order."""
-        self.begin(job, box)
-        batch = self.env_factory.episodes(job)
-        trajectories = self.episodes(job, batch.envs, batch.role, batch.paths, batch.folders, batch.live_enums,
-                                     batch.env_enums)
-        return batch.records(trajectories, self.version)
+        return records

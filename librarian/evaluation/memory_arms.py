@@ -4,9 +4,9 @@
   group READMEs, raw sessions under `sessions/`);
 - `build_store(sessions, "flat")`: the "no memorizer" arm: exactly the raw
   layer of the hierarchical store (`sessions/<id>`), nothing else;
-- `research_context(ws, mode)`: the researcher's tools over a freshly
-  built index; mode "hybrid" is the full system, "dense" is "no BM25",
-  "bm25" is "no dense";
+- the researcher's tools over a freshly built index are
+  `librarian.roles.research_context`'s (mode "hybrid" is the full system,
+  "dense" is "no BM25", "bm25" is "no dense");
 - `one_shot(ctx, request)`: the "no researcher" arm: one search, the top
   hits as the context, their raw sources traced through provenance.
 """
@@ -21,18 +21,11 @@ from typing import Literal
 from librarian.roles.memorizer import SESSIONS, MemoFn, Memorizer, extractive_memo
 from librarian.roles.researcher_tools import Finalized, trace_sources
 from librarian.roles.tools import ToolContext
-from librarian.search.embedded import EmbeddedIndex
-from librarian.search.embedders import Embedder, make_embedder
-from librarian.search.sync import IndexSync
 from librarian.workspace.nodes import Document
 from librarian.workspace.store import Workspace
 
 StoreKind = Literal["hierarchical", "flat"]
 STORE_KINDS: tuple[str, ...] = ("hierarchical", "flat")
-SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "dense")
-INDEX_S = "index_s"  # key of ToolContext.extra: seconds spent building the index
-
-_EMBEDDERS: dict[str, Embedder] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,44 +49,6 @@ def build_store(sessions: Sequence[Document], kind: StoreKind, memo_fn: MemoFn |
     else:
         ws = Workspace.from_documents([replace(s, path=f"{SESSIONS}/{s.id}") for s in sessions])
     return MemoryStore(ws, time.perf_counter() - start, kind)
-
-
-def embedder_named(embedder: str | Embedder) -> Embedder:
-    """An embedder by name (as `make_embedder` takes it), loaded once per process; instances pass through.
-
-    The model is loaded here (one warm-up encode), so the first store's construction time is not inflated.
-    """
-    if not isinstance(embedder, str):
-        return embedder
-    if embedder not in _EMBEDDERS:
-        made = make_embedder(embedder)
-        if made is None:
-            raise ValueError("the researcher's search needs an embedder ('minilm' or 'hashing'), got 'none'")
-        made.encode(["warm up"])  # load the model now, so construction times measure indexing only
-        _EMBEDDERS[embedder] = made
-    return _EMBEDDERS[embedder]
-
-
-def research_context(workspace: Workspace, mode: str = "hybrid", embedder: str | Embedder = "minilm") -> ToolContext:
-    """The researcher's tool context over `workspace`: an embedded index, synced and embedded, searching in `mode`.
-
-    The seconds spent indexing are in `ctx.extra["index_s"]`.
-    """
-    if mode not in SEARCH_MODES:
-        raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}")
-    model = embedder_named(embedder)
-    start = time.perf_counter()
-    index = EmbeddedIndex("jam", model)
-    sync = IndexSync(index, workspace)
-    sync.sync(embed=True)
-    return ToolContext(workspace, index, sync, search_mode=mode, extra={INDEX_S: time.perf_counter() - start})
-
-
-def with_mode(ctx: ToolContext, mode: str) -> ToolContext:
-    """The same workspace and index searched in another mode (no re-indexing)."""
-    if mode not in SEARCH_MODES:
-        raise ValueError(f"unknown search mode {mode!r}; use one of {', '.join(SEARCH_MODES)}")
-    return replace(ctx, search_mode=mode, extra=dict(ctx.extra))
 
 
 def one_shot(ctx: ToolContext, request: str, k: int = 5) -> Finalized:

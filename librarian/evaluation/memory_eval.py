@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 
 from librarian.datasets.records import Question
 from librarian.datasets.scoring import score
-from librarian.evaluation.memory_arms import INDEX_S, build_store, one_shot, research_context, with_mode
+from librarian.evaluation.memory_arms import build_store, one_shot
 from librarian.evaluation.memory_tasks import MemoryTask
 from librarian.evaluation.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
 from librarian.models.base import PolicyBackend, SamplingParams
@@ -43,6 +43,7 @@ from librarian.rewards.source_recall import source_precision, source_recall
 from librarian.roles.definitions import jam_researcher
 from librarian.roles.episode import LoopConfig
 from librarian.roles.memorizer import MemoFn
+from librarian.roles.research_context import INDEX_S, research_context, with_mode
 from librarian.roles.researcher import research
 from librarian.roles.researcher_tools import Finalized
 from librarian.roles.tools import ToolContext
@@ -56,9 +57,10 @@ CLIENT_PROMPT = ("Answer the question using only the context. Reply with the ans
                  "possible.\n\nContext:\n{context}\n\nQuestion: {question}")
 
 
-@dataclass(frozen=True, slots=True)
-class ResearcherEvalConfig:
-    """Which arms, the researcher's budget and sampling, the embedder, and the bootstrap."""
+@dataclass
+class ArmsSettings:
+    """Which arms, the researcher's budget and sampling, the embedder, and the bootstrap: the fields alone, as a
+    pipeline's `eval` section extends them; `ResearcherEvalConfig` checks them."""
 
     arms: tuple[str, ...] = ARMS
     budget: int = 20
@@ -69,13 +71,17 @@ class ResearcherEvalConfig:
     seed: int = 0
     max_new_tokens: int = 512
     temperature: float = 0.0
-    batch_size: int = 1  # questions researched together; latency is each episode's wall time in its batch
+    batch_size: int = 1  # questions researched together (latency: each episode's wall time in its batch)
     warmup: int = 1  # questions each arm researches untimed before the timed run (0: none)
-    client_max_new_tokens: int = 32
+    client_max_new_tokens: int = 32  # the client model's answer from an arm's context
+
+
+@dataclass
+class ResearcherEvalConfig(ArmsSettings):
+    """`ArmsSettings`, checked when made (a bad value raises `ValueError` naming the field)."""
 
     def __post_init__(self) -> None:
-        arms = tuple(self.arms)
-        object.__setattr__(self, "arms", arms)
+        arms = self.arms = tuple(self.arms)
         bad = [a for a in arms if a not in ARMS]
         if bad or not arms:
             raise ValueError(f"unknown arm(s) {', '.join(bad) or '(none given)'}; valid arms: {', '.join(ARMS)}")

@@ -3,6 +3,7 @@ aggregation. Tensors are (batch, length) and aligned token for token with the ma
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch  # noqa: TID253 (tensor code throughout)
@@ -45,29 +46,45 @@ def policy_loss(old_logprobs: torch.Tensor, logprobs: torch.Tensor, advantages: 
     `-A * min(pi / pi_rollout, rollout_is_threshold) * log pi` (the weights detached), for samples generated
     by older weights (`rollout.asynchronous`); its metrics are `rollout_is_*` and `rollout_kl`."""
     _shapes(old_logprobs=old_logprobs, logprobs=logprobs, advantages=advantages, mask=mask)
-    name = "bypass_mode" if cfg.rollout_is != "none" else cfg.policy_loss
+    name = loss_mode(cfg)
     try:
         fn = _verl().get_policy_loss_fn(name)
     except ValueError as exc:
         raise LearnerError(f"learner.loss.policy_loss: {exc}") from None
-    from verl.trainer.config.algorithm import RolloutCorrectionConfig
-    from verl.workers.config.actor import ActorConfig, PolicyLossConfig
-
-    policy = PolicyLossConfig(loss_mode=name)
-    if name == "bypass_mode":
-        policy = PolicyLossConfig(loss_mode=name, rollout_correction=RolloutCorrectionConfig(
-            rollout_is=cfg.rollout_is, rollout_is_threshold=cfg.rollout_is_threshold, bypass_mode=True,
-            loss_type="reinforce"))
-    conf = ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=cfg.clip_ratio,
-                       clip_ratio_low=cfg.clip_ratio_low, clip_ratio_high=cfg.clip_ratio_high,
-                       clip_ratio_c=cfg.clip_ratio_c, loss_agg_mode=cfg.agg_mode,
-                       global_batch_info=dict(info or batch_info(mask)),
-                       policy_loss=policy)
+    conf = actor_config(cfg, info or batch_info(mask))
     loss, metrics = fn(old_logprobs, logprobs, advantages, mask.float(), cfg.agg_mode, conf, None)
     if name == "bypass_mode":
         metrics = {("rollout_kl" if k == "rollout_corr/kl" else k): v for k, v in metrics.items()
                    if k.startswith(("rollout_corr/rollout_is_", "actor/")) or k == "rollout_corr/kl"}
     return loss, {k.split("/")[-1]: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
+
+
+def loss_mode(cfg: LossConfig) -> str:
+    """verl's loss mode: the rollout correction's `bypass_mode` with `rollout_is`, else `cfg.policy_loss`."""
+    return "bypass_mode" if cfg.rollout_is != "none" else cfg.policy_loss
+
+
+def actor_config(cfg: LossConfig, info: dict[str, int]) -> Any:
+    """verl's `ActorConfig` for the loss `cfg` over a batch `info` (`batch_info`): built once per (loss settings,
+    batch), so every micro-batch of an update shares one."""
+    key = (loss_mode(cfg), cfg.clip_ratio, cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.clip_ratio_c, cfg.agg_mode,
+           cfg.rollout_is, cfg.rollout_is_threshold)
+    return _actor_config(key, tuple(sorted(info.items())))
+
+
+@functools.lru_cache(maxsize=16)
+def _actor_config(key: tuple, info: tuple[tuple[str, int], ...]) -> Any:
+    from verl.trainer.config.algorithm import RolloutCorrectionConfig
+    from verl.workers.config.actor import ActorConfig, PolicyLossConfig
+
+    name, clip_ratio, clip_low, clip_high, clip_c, agg_mode, rollout_is, threshold = key
+    policy = PolicyLossConfig(loss_mode=name)
+    if name == "bypass_mode":
+        policy = PolicyLossConfig(loss_mode=name, rollout_correction=RolloutCorrectionConfig(
+            rollout_is=rollout_is, rollout_is_threshold=threshold, bypass_mode=True, loss_type="reinforce"))
+    return ActorConfig(strategy="fsdp", ppo_micro_batch_size_per_gpu=1, rollout_n=1, clip_ratio=clip_ratio,
+                       clip_ratio_low=clip_low, clip_ratio_high=clip_high, clip_ratio_c=clip_c,
+                       loss_agg_mode=agg_mode, global_batch_info=dict(info), policy_loss=policy)
 
 
 def kl_loss(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor, kind: str, agg_mode: str,

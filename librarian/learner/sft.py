@@ -39,7 +39,7 @@ def sft_step(learner: Any, samples: Sequence[PolicySample]) -> dict[str, float]:
     start = time.perf_counter()
     total = max(1, sum(s.trained_tokens for s in samples))
     loss_sum, tokens = 0.0, 0
-    for part, weight in learner.micro_batches(learner.shard(samples)):  # in a learner group: this rank's share
+    for part, weight in learner.micro_batches(learner.ranks.shard(samples)):  # in a learner group: this rank's share
         batch = collate(part, learner.pad_id).to(learner.engine.device)
         t, first = learner._targets(batch)
         logp, _ = learner.token_stats(batch, t, first, temperature=1.0)
@@ -47,7 +47,7 @@ def sft_step(learner: Any, samples: Sequence[PolicySample]) -> dict[str, float]:
         learner.engine.backward(nll * weight)
         loss_sum += weight * float(nll.detach()) / learner.world
         tokens += int(batch.attention_mask.sum()) if weight else 0
-    loss_sum, tokens = learner.all_reduce([loss_sum, tokens])
+    loss_sum, tokens = learner.ranks.all_reduce([loss_sum, tokens])
     grad_norm = learner.engine.step()
     learner.step_count += 1
     learner.version += 1

@@ -25,7 +25,7 @@ suffix pass.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch  # noqa: TID253 (tensor code throughout)
@@ -124,3 +124,25 @@ class PrefixPass:
         if pairs:
             torch.autograd.backward([p[0] for p in pairs], [p[1] for p in pairs])
         self._outputs, self._leaves = [], []
+
+
+class ReferenceOpenings:
+    """The KL reference's own pass over the policy's current shared opening: made at the opening's first
+    micro-batch, reused by its other micro-batches, dropped when the opening is done (`forget`)."""
+
+    def __init__(self) -> None:
+        self.opening: PrefixPass | None = None
+        self.reference: PrefixPass | None = None
+
+    def inputs(self, opening: PrefixPass | None, reference: Any, attention_mask: torch.Tensor, device: Any,
+               autocast: Callable[[], Any]) -> dict[str, Any] | None:
+        """The reference model's keyword arguments for a suffix micro-batch of `opening` (None: no opening)."""
+        if opening is None:
+            return None
+        if self.opening is not opening:
+            self.opening, self.reference = opening, PrefixPass(reference, opening.token_ids, device, autocast())
+        assert self.reference is not None
+        return self.reference.inputs(attention_mask)
+
+    def forget(self) -> None:
+        self.opening = self.reference = None

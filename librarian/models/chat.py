@@ -12,7 +12,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from librarian.models.base import BackendError, Message, ToolSchema, check_conversations
+from librarian.models.base import (
+    BackendError,
+    FinishReason,
+    Message,
+    Sample,
+    SamplingParams,
+    ToolSchema,
+    check_conversations,
+    cut_at_stop,
+)
 
 END_OF_TURN = "<|im_end|>"
 
@@ -127,6 +136,7 @@ class TemplatePrompts:
     """
 
     tokenizer: Any
+    end_ids: Sequence[int]  # the end-of-turn token ids (`end_token_ids`)
 
     def render_prompt(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None = None) -> str:
         return render_with_template(self.tokenizer, check_conversations([messages])[0], tools)
@@ -137,6 +147,24 @@ class TemplatePrompts:
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def _sample(self, ids: list[int], logprobs: list[float], prompt: list[int], params: SamplingParams,
+                extra: dict[str, Any] | None = None) -> Sample:
+        """Generated `ids` as a `Sample`: cut after the first end-of-turn token, then at the first stop string
+        (`params.stop`), the log-probs cut with them; `finish_reason` 'stop' when either cut, else 'length'."""
+        ends = set(self.end_ids)
+        stop_at = next((k for k, t in enumerate(ids) if t in ends), None)
+        finish: FinishReason = "stop" if stop_at is not None else "length"
+        if stop_at is not None:
+            ids = ids[: stop_at + 1]
+        text = self._decode(ids)
+        if params.stop:
+            text, hit = cut_at_stop(text, params.stop)
+            if hit is not None:
+                ids = ids[: self._tokens_for(ids, hit)]
+                finish = "stop"
+        return Sample(text=text, token_ids=tuple(ids), logprobs=tuple(logprobs[: len(ids)]),
+                      prompt_token_ids=tuple(prompt), finish_reason=finish, extra=extra or {})
 
     def _tokens_for(self, ids: list[int], stop: str) -> int:
         """The fewest leading tokens whose text contains `stop` (binary search; containment grows with the prefix)."""

@@ -25,7 +25,6 @@ from librarian.models.base import (
     ToolSchema,
     by_grammar,
     check_conversations,
-    cut_at_stop,
 )
 from librarian.models.chat import END_OF_TURN, TemplatePrompts, end_token_ids
 from librarian.models.constrained import compiler_for
@@ -204,19 +203,4 @@ class HFBackend(TemplatePrompts):
                 row.append(self._sample(new[r, :steps].tolist(), chosen[r].tolist(), prompt, params))
             results.append(row)
         return results
-
-    def _sample(self, ids: list[int], logprobs: list[float], prompt: list[int], params: SamplingParams) -> Sample:
-        ends = set(self.end_ids)
-        stop_at = next((k for k, t in enumerate(ids) if t in ends), None)
-        finish = "stop" if stop_at is not None else "length"
-        if stop_at is not None:
-            ids = ids[: stop_at + 1]
-        text = self._decode(ids)
-        if params.stop:
-            text, hit = cut_at_stop(text, params.stop)
-            if hit is not None:
-                ids = ids[: self._tokens_for(ids, hit)]
-                finish = "stop"
-        return Sample(text=text, token_ids=tuple(ids), logprobs=tuple(logprobs[: len(ids)]),
-                      prompt_token_ids=tuple(prompt), finish_reason=finish)  # type: ignore[arg-type]
 

@@ -47,13 +47,11 @@ from typing import Any
 
 from librarian.models.base import (
     BackendError,
-    FinishReason,
     Message,
     Sample,
     SamplingParams,
     ToolSchema,
     check_conversations,
-    cut_at_stop,
     derive_seed,
 )
 from librarian.models.chat import END_OF_TURN, TemplatePrompts, end_token_ids
@@ -155,25 +153,9 @@ class VLLMBackend(TemplatePrompts):
         rows = self.engine.call("generate", prompts=prompts, params=wire)
         self.last_generate_s = time.perf_counter() - start
         version = self.policy_version
-        return [[self._sample(c, prompt, params, version) for c in row] for prompt, row in zip(prompts, rows, strict=True)]
-
-    def _sample(self, c: dict[str, Any], prompt: list[int], params: SamplingParams, version: int) -> Sample:
-        ids: list[int] = list(c["token_ids"])
-        logprobs: list[float] = list(c["logprobs"])
-        ends = set(self.end_ids)
-        stop_at = next((k for k, t in enumerate(ids) if t in ends), None)
-        finish: FinishReason = "stop" if stop_at is not None else "length"
-        if stop_at is not None:
-            ids = ids[: stop_at + 1]
-        text = self._decode(ids)
-        if params.stop:
-            text, hit = cut_at_stop(text, params.stop)
-            if hit is not None:
-                ids = ids[: self._tokens_for(ids, hit)]
-                finish = "stop"
-        return Sample(text=text, token_ids=tuple(ids), logprobs=tuple(logprobs[: len(ids)]),
-                      prompt_token_ids=tuple(prompt), finish_reason=finish,
-                      extra={"policy_version": version, "backend": "vllm"})
+        extra = {"policy_version": version, "backend": "vllm"}
+        return [[self._sample(list(c["token_ids"]), list(c["logprobs"]), prompt, params, dict(extra)) for c in row]
+                for prompt, row in zip(prompts, rows, strict=True)]
 
     # -- weight sync -----------------------------------------------------------------------------------
     def load_weights(self, payload: Any) -> int:

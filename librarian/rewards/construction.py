@@ -1,8 +1,8 @@
 """The builder's construction rewards (paper 000): probe utilities of frozen workspaces, per-turn rewards.
 
-`ProbeService` sends each distinct snapshot (by content hash) with its
-corpus's hidden questions to a probe runner (the probe pool, or the plain
-loop of `librarian.rewards.probe_exam`) once and turns the graded answers
+`ProbeService` sends each distinct snapshot (by the content hash it carries)
+with its corpus's hidden questions to the run's probe runner (the probe pool,
+or `probe_exam.LocalProbes`) once and turns the graded answers
 into the utility U(F) (`librarian.rewards.utility`); a step's snapshots go
 to the runner together (`step_rewards`). A rollout's per-turn rewards come from U(F_0),
 the probes at turns k, 2k, ... and the final workspace
@@ -13,14 +13,14 @@ generated tokens onto a turn the learner trains on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from librarian.config import ConfigError
-from librarian.rewards.probe_exam import snapshot_key
 from librarian.rewards.probes import probe_rewards
 from librarian.rewards.utility import RolloutOutcome, UtilityWeights, sparse_reward, utility
+from librarian.workspace.snapshot import Snapshot
 
 CORRECTNESS = ("acc", "f1")
 TERMINALS = ("score", "delta", "none")
@@ -103,7 +103,8 @@ def exam_utility(results: Sequence[Any], weights: UtilityWeights, kind: str | No
 
 
 class ProbeRunner(Protocol):
-    """Probes many snapshots at once (the `ProbePool`: one map over its workers)."""
+    """Probes many snapshots at once (the `ProbePool`: one map over its workers; `probe_exam.LocalProbes`: one
+    after the other in this process)."""
 
     def run_many(self, snapshots: Sequence[tuple[str, bytes, Sequence[Any]]], repeats: int = 1) -> list[list[Any]]:
         """Per (content hash, IPC bytes, questions), the graded answers in question order."""
@@ -113,42 +114,33 @@ class ProbeRunner(Protocol):
 class ProbeService:
     """Utilities of snapshots on their corpus's hidden questions, through a probe runner, cached by hash."""
 
-    def __init__(self, run: ProbeRunner | Callable[[bytes, Sequence[Any], int], list], questions: dict[str, list],
-                 cfg: RewardConfig) -> None:
-        """`run`: a `ProbeRunner` (the probe pool: a batch of snapshots in one map), or a function
-        `run(snapshot_bytes, questions, repeats) -> [ExamResult]` (`probe_exam.run_local`: one at a time)."""
-        self.run = run
+    def __init__(self, runner: ProbeRunner, questions: dict[str, list], cfg: RewardConfig) -> None:
+        """`runner`: the run's probe runner (`RLSession.probes`)."""
+        self.runner = runner
         self.questions = questions
         self.cfg = cfg
         self.weights = cfg.weights()
         self.cache: dict[tuple[str, str], float] = {}
         self.probes_run = 0
 
-    def utility(self, data: bytes, corpus_id: str) -> float:
-        """U(F) of the snapshot `data` (Arrow IPC bytes) on `corpus_id`'s questions; probed once per content."""
-        return self.utilities([(data, corpus_id)])[0]
+    def utility(self, snapshot: Snapshot, corpus_id: str) -> float:
+        """U(F) of the frozen workspace `snapshot` on `corpus_id`'s questions; probed once per content."""
+        return self.utilities([(snapshot, corpus_id)])[0]
 
-    def utilities(self, snapshots: Sequence[tuple[bytes, str]]) -> list[float]:
-        """U(F) of each (snapshot IPC bytes, corpus id); each snapshot hashed once, and the distinct ones not
-        probed yet probed together (one batch for the runner)."""
-        keys = [(snapshot_key(data), corpus_id) for data, corpus_id in snapshots]
+    def utilities(self, snapshots: Sequence[tuple[Snapshot, str]]) -> list[float]:
+        """U(F) of each (snapshot, corpus id), keyed by the snapshot's content hash (never decoded here); the
+        distinct ones not probed yet are probed together (one batch for the runner)."""
+        keys = [(snap.key, corpus_id) for snap, corpus_id in snapshots]
         todo: dict[tuple[str, str], bytes] = {}
-        for key, (data, _) in zip(keys, snapshots, strict=True):
+        for key, (snap, _) in zip(keys, snapshots, strict=True):
             if key not in self.cache:
-                todo.setdefault(key, data)
+                todo.setdefault(key, snap.data)
         batch = [(key, data, self.questions[corpus_id]) for (key, corpus_id), data in todo.items()]
-        for key, results in zip(todo, self._probe(batch), strict=True):
-            self.cache[key] = exam_utility(results, self.weights)
+        results = self.runner.run_many(batch, self.cfg.repeats) if batch else []
+        for key, graded in zip(todo, results, strict=True):
+            self.cache[key] = exam_utility(graded, self.weights)
             self.probes_run += 1
         return [self.cache[key] for key in keys]
-
-    def _probe(self, batch: list[tuple[str, bytes, Sequence[Any]]]) -> list[list[Any]]:
-        if not batch:
-            return []
-        run_many = getattr(self.run, "run_many", None)
-        if run_many is not None:
-            return run_many(batch, self.cfg.repeats)
-        return [self.run(data, questions, self.cfg.repeats) for _, data, questions in batch]  # type: ignore[operator]
 
     def question_utility(self, result: Any) -> float:
         """One graded answer's contribution to U (its correctness minus its reading costs)."""

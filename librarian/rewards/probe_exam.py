@@ -5,8 +5,9 @@ per-question `ExamResult`s. `ExamRunner` is the in-process probe: it opens
 a snapshot once per content hash (a read-only `SnapshotView` and a search
 index over it), builds the reader backend once, and runs the reader role's
 episodes in batches. The Ray probe pool (`librarian.cluster.probe_pool`)
-runs the same `ExamRunner` inside each worker, so a plain loop (`run_local`)
-and the pool give identical results for deterministic readers. The utility
+runs the same `ExamRunner` inside each worker, so a plain loop (`run_local`,
+or `LocalProbes` for a run without probe workers) and the pool give identical
+results for deterministic readers. The utility
 of a probed snapshot is `librarian.rewards.construction.ProbeService`'s;
 summaries and the comparison with the flat store are
 `librarian.evaluation.exam`'s.
@@ -191,6 +192,26 @@ def grade(question: Question, repeat: int, traj: Any, src: Any) -> ExamResult:
                       traj.end, traj.est_tokens_read, len(kinds), kinds.count("synthetic"), kinds.count("raw"))
 
 
+class LocalProbes:
+    """The probe runner of a run without probe workers (`probe.workers: 0`): the snapshots probed one after the
+    other in this process by one `ExamRunner`, each decoded once (a `ProbeRunner`, as the Ray `ProbePool` is)."""
+
+    def __init__(self, spec: ReaderSpec) -> None:
+        self.runner = ExamRunner(spec)
+
+    def run_many(self, snapshots: Sequence[tuple[str, bytes, Sequence[Question]]], repeats: int = 1
+                 ) -> list[list[ExamResult]]:
+        """Per (content hash, IPC bytes, questions), the graded answers in question order (x `repeats`)."""
+        out = []
+        for key, data, questions in snapshots:
+            self.runner.load(key, data)
+            out.append(graded(self.runner, key, tasks_for(questions, repeats)))
+        return out
+
+    def close(self) -> None:
+        """Nothing to stop (the pool's `close` stops its workers)."""
+
+
 def run_local(store: SnapshotView | Workspace | bytes, questions: Sequence[Question], spec: ReaderSpec,
               repeats: int = 1, runner: ExamRunner | None = None, chunk: int = 32,
               progress: Callable[[int, int], None] | None = None) -> list[ExamResult]:
@@ -198,7 +219,12 @@ def run_local(store: SnapshotView | Workspace | bytes, questions: Sequence[Quest
     runner = runner or ExamRunner(spec)
     key, view = opened(store)
     runner.load(key, view)
-    tasks = tasks_for(questions, repeats)
+    return graded(runner, key, tasks_for(questions, repeats), chunk, progress)
+
+
+def graded(runner: ExamRunner, key: str, tasks: Sequence[ExamTask], chunk: int = 32,
+           progress: Callable[[int, int], None] | None = None) -> list[ExamResult]:
+    """`tasks` on the snapshot `key` (loaded in `runner`), `chunk` at a time; the results in task order."""
     results: dict[int, ExamResult] = {}
     with tqdm(total=len(tasks), desc="exam", unit="ep", leave=False, disable=len(tasks) < 2) as bar:
         for start in range(0, len(tasks), chunk):

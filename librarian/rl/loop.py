@@ -28,6 +28,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from librarian.rl.protocols import StepSession, WeightsBox
 from librarian.rl.samples import keep_fresh, policy_samples
 from librarian.rl.task import Scored, Task
 
@@ -37,26 +38,26 @@ log = logging.getLogger("librarian.rl")
 class RolloutFeed:
     """Each step's rollouts: run when the step asks for them, or (`ahead`) started one step early."""
 
-    def __init__(self, session: Any, task: Task, ahead: bool) -> None:
+    def __init__(self, session: StepSession, task: Task, ahead: bool) -> None:
         self.session = session
         self.task = task
         self.ahead = ahead
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="rollouts") if ahead else None
         self.next: tuple[int, Future] | None = None
 
-    def _run(self, jobs: list, box: list) -> tuple[dict, float, float]:
+    def _run(self, jobs: list, weights: WeightsBox) -> tuple[dict, float, float]:
         start = time.perf_counter()
-        batch = self.session.rollouts.run(jobs, box)
+        batch = self.session.rollout(jobs, weights)
         return batch, start, time.perf_counter()
 
     def start(self, step: int) -> None:
         """Start step `step`'s rollouts on the latest published weights (in the background when `ahead`)."""
-        jobs, box = self.task.jobs(step, self.session.version), list(self.session.sync.box)
+        jobs, weights = self.task.jobs(step, self.session.version), self.session.published()
         future: Future = Future()
         if self.executor is not None:
-            future = self.executor.submit(self._run, jobs, box)
+            future = self.executor.submit(self._run, jobs, weights)
         else:
-            future.set_result(self._run(jobs, box))
+            future.set_result(self._run(jobs, weights))
         self.next = (step, future)
 
     def take(self, step: int) -> tuple[list[Any], dict[str, float]]:
@@ -75,11 +76,11 @@ class RolloutFeed:
         if self.executor is None:
             return
         if self.next is not None and not self.next[1].done():
-            self.session.rollouts.close()
+            self.session.stop_rollouts()
         self.executor.shutdown(wait=True, cancel_futures=True)
 
 
-def learn(session: Any, task: Task, cfg: Any, records: list[Any]) -> tuple[dict[str, float], Scored]:
+def learn(session: StepSession, task: Task, cfg: Any, records: list[Any]) -> tuple[dict[str, float], Scored]:
     """Rewards, the stale filter, advantages, one update and the weight publish for one step's records (no
     update and no publish at `learner.lr` 0: the weights would not move, so an lr=0 control costs its sampling)."""
     t0 = time.perf_counter()
@@ -108,7 +109,7 @@ def describe(step: int, m: dict[str, float]) -> str:
             f"{m.get('learner_idle_fraction', 0.0):.0%}), version {m.get('policy_version', -1):.0f}")
 
 
-def run_steps(session: Any, task: Task, cfg: Any, steps: range, tracker: Any, out: Path,
+def run_steps(session: StepSession, task: Task, cfg: Any, steps: range, tracker: Any, out: Path,
               norms: bool = False) -> list[dict[str, float]]:
     """Run the steps; every step's metrics (with `step`). `norms`: also log the trainable weights' norm."""
     history: list[dict[str, float]] = []
@@ -126,7 +127,7 @@ def run_steps(session: Any, task: Task, cfg: Any, steps: range, tracker: Any, ou
             turns = sum(len(r.trajectory.turns) for r in records)
             metrics.update({"step": float(step), "step_s": wall, "learner_idle_fraction": max(0.0, 1 - metrics[
                 "update_s"] / wall), "rollout_turns_per_s": turns / max(metrics["rollout_s"], 1e-9),
-                "rollout_failures": float(session.rollouts.failures), "policy_version": float(session.version)})
+                "rollout_failures": float(session.rollout_failures), "policy_version": float(session.version)})
             if norms:
                 metrics["trainable_norm"] = session.trainable_norm()
             history.append(metrics)

@@ -9,10 +9,14 @@ sections), the answerer probe pool when the recipe has one, and the weight
 sync: `WeightSync` (the object store), or, for full weights with
 `rollout.options.weight_transfer` 'nccl' (vLLM engines) or 'broadcast' (`hf`
 models), `BroadcastSync`, whose group the learner and every worker join here
-(`weight_sync.broadcast_transport` picks it; docs/cluster.md).
+(`weight_sync_config.broadcast_transport` picks it; docs/cluster.md).
 `close()` stops all of it (and Ray, when this session started it). The
-learner is driven through typed methods: `step`, `sft`, `save`, `load`,
-`trainable_norm`, and `publish` (the weights to the workers).
+probe runner is chosen here, once: the probe pool, or `LocalProbes` in this
+process for `probe.workers: 0`. Everything is driven through typed methods
+(`protocols.StepSession`, `ExamSession`): `rollout` (jobs on the workers,
+on the weights `published()` handed out), `probe` (a snapshot's exam),
+`step`, `sft`, `save`, `load`, `trainable_norm`, and `publish` (the weights
+to the workers).
 
 Every wait on the learner is bounded (`learner.call_timeout_s`, per SFT step
 for `sft`; a publish by `rollout.sync_timeout_s`): past it the call fails with
@@ -26,7 +30,7 @@ cached memory and every engine wakes up, then loads the new weights.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +41,15 @@ from librarian.cluster.rollout_pool import RolloutPool
 from librarian.cluster.rollout_worker import RolloutConfig
 from librarian.cluster.topology import RayConfig, TopologyError
 from librarian.cluster.waits import learner_timeout, wait_for
-from librarian.cluster.weight_sync import BroadcastSync, WeightSync, backend_options, broadcast_transport
+from librarian.cluster.weight_sync import BroadcastSync, WeightSync
+from librarian.cluster.weight_sync_config import backend_options, broadcast_transport
+from librarian.datasets.records import Question
 from librarian.learner.batch import PolicySample
 from librarian.learner.config import LearnerConfig
-from librarian.rewards.probe_exam import ExamRunner, run_local
+from librarian.rewards.construction import ProbeRunner
+from librarian.rewards.probe_exam import ExamResult, LocalProbes
+from librarian.rl.protocols import WeightsBox
+from librarian.workspace.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +73,7 @@ class RLSession:
         self.topo: Any = None
         self.learner: Any = None
         self.rollouts: Any = None
-        self.probes: Any = None
+        self.probes: ProbeRunner | None = None  # the probe pool, or LocalProbes (probe.workers 0)
         self.learner_cfg = learner_cfg
         self.colocated, self.sleep_level, self.asleep = rollout.colocate, rollout.sleep_level, False
         needed = (ray_cfg.learner_cpus * learner_cfg.workers + rollout.workers * rollout.cpus_per_worker
@@ -87,13 +96,8 @@ class RLSession:
         backend, options = learner_model(rollout)
         self.learner = start_learner(self.topo, backend, options, learner_cfg, rollout.torch_threads)
         self.rollouts = RolloutPool(worker_cls, worker_args, self.topo.rollout_options(), rollout.max_restarts)
-        self.probe_run: Callable[[bytes, list, int], list] | None = None
-        if probe is not None and probe.workers > 0:
-            self.probes = ProbePool.of(probe)
-            self.probe_run = self.probes.run
-        elif probe is not None:
-            runner = ExamRunner(probe)
-            self.probe_run = lambda data, qs, rep: run_local(data, qs, probe, rep, runner=runner)
+        if probe is not None:
+            self.probes = ProbePool.of(probe) if probe.workers > 0 else LocalProbes(probe)
         ipc = rollout.backend == "vllm" and rollout.options.get("weight_transfer") == "ipc" and not learner_cfg.lora.enabled
         self.sync = WeightSync(rollout.sync_timeout_s, "ipc" if ipc else "")
         self._wait_learner(rollout.start_timeout_s)
@@ -119,6 +123,30 @@ class RLSession:
     def version(self) -> int:
         """The latest published policy version (-1 before the first publish)."""
         return self.sync.version
+
+    def published(self) -> WeightsBox:
+        """The latest published weights as the workers fetch them (a copy: a later publish does not change it)."""
+        return list(self.sync.box)
+
+    def rollout(self, jobs: Sequence[Any], weights: WeightsBox | None = None) -> dict[str, list[Any]]:
+        """Every job's records by job id, run on the rollout workers on `weights` (default: the latest
+        published; a worker loads them first when a job needs a newer version than it holds)."""
+        return self.rollouts.run(jobs, self.published() if weights is None else weights)
+
+    @property
+    def rollout_failures(self) -> int:
+        """Rollout worker deaths seen so far (their jobs were redone)."""
+        return int(self.rollouts.failures)
+
+    def stop_rollouts(self) -> None:
+        """Abandon rollouts still running (the loop failed): the pool's workers stop."""
+        self.rollouts.close()
+
+    def probe(self, snapshot: Snapshot, questions: Sequence[Question], repeats: int = 1) -> list[ExamResult]:
+        """The answerer probe's graded answers to `questions` on the frozen workspace `snapshot`."""
+        if self.probes is None:
+            raise TopologyError("this session has no answerer probe (the recipe passed no probe section)")
+        return self.probes.run_many([(snapshot.key, snapshot.data, questions)], repeats)[0]
 
     def publish(self) -> int:
         """The learner's current weights to the workers (the object store, or a broadcast); their version.

@@ -44,7 +44,7 @@ class Trainer:
         self.actors = (worker_cls, tuple(worker_args), probe)
         self.first = 0
         self.tracker: Any = None
-        self.session: Any = None
+        self.session: RLSession  # started by __enter__
 
     def __enter__(self) -> Trainer:
         cfg = self.cfg
@@ -107,7 +107,7 @@ class Trainer:
         """The figures every recipe reports, then `extra`."""
         return {"grpo_steps": len(history), "first_step": self.first, "resumed_from": self.cfg.resume or None,
                 "policy_version": self.session.version, "history": history,
-                "rollout_failures": self.session.rollouts.failures, **extra,
+                "rollout_failures": self.session.rollout_failures, **extra,
                 "wall_s": time.perf_counter() - self.started,
                 "mlflow": {"tracking_uri": self.tracker.tracking_uri, "run_id": self.tracker.run_id},
                 "config": redact(to_plain(self.cfg))}

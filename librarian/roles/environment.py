@@ -4,6 +4,14 @@ Gymnasium-style, in a few lines: `reset()` gives the opening messages and
 the tool schemas; `step(text, actions_left)` takes the policy's message,
 runs the calls in it and returns the observation and its cost;
 `final_answer(text)` reads a forced answer. The loop knows nothing else about a role.
+
+Rewards are not returned by `step`: they are computed after the episode, on
+the driver, from what the episode left. That is the trajectory (its answer,
+its turns) and the environment's `outcome()`: None for an environment whose
+reward is read from the trajectory alone (a reader's answer, a researcher's
+finalized context), the workspace snapshots of a build
+(`probing_env.ProbingEnv.outcome`, which the answerer probe turns into
+per-turn rewards).
 """
 
 from __future__ import annotations
@@ -52,6 +60,10 @@ class Environment(Protocol):
 
     def answer_tools(self) -> list[ToolSchema]: ...
 
+    def outcome(self) -> Any:
+        """What the finished episode leaves for its reward besides the trajectory (None: nothing)."""
+        ...
+
 
 _TAGS = re.compile(r"</?tool_call>")
 
@@ -75,6 +87,10 @@ class ToolEnv:
 
     def answer_tools(self) -> list[ToolSchema]:
         return list(self._answer_schemas)
+
+    def outcome(self) -> None:
+        """Nothing beyond the trajectory: a tool episode's reward is read from its answer."""
+        return None
 
     def step(self, text: str, actions_left: int) -> Step:
         parsed = self.parser.parse(text)

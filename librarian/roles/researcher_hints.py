@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from librarian.models.base import Message, PolicyBackend, SamplingParams, ToolSchema
 from librarian.roles.environment import Environment, Reset, Step
@@ -180,6 +181,9 @@ class HintedEnv:
 
     def final_answer(self, text: str) -> Step:
         return self.env.final_answer(text)
+
+    def outcome(self) -> Any:
+        return self.env.outcome()
 
     def step(self, text: str, actions_left: int) -> Step:
         step = self.env.step(text, actions_left)

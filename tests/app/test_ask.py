@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from librarian.app.ask import AskConfig, answer, summarise
+from librarian.answering.answer import answer
+from librarian.answering.config import AskConfig
+from librarian.answering.records import summarise
 from librarian.app.build import BuildConfig, run
 from librarian.app.corpus import AskItem, InputError, load_questions
 from librarian.app.workspace_dir import open_workspace

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from librarian.app.ask import AskConfig, answer
+from librarian.answering.answer import answer
+from librarian.answering.config import AskConfig
 from librarian.app.corpus import AskItem
 from librarian.app.workspace_dir import open_workspace
 from librarian.cli import main as cli

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from librarian.app.ask import AskConfig, answer, default_reader
+from librarian.answering.answer import answer
+from librarian.answering.config import AskConfig
+from librarian.answering.readers import default_reader
 from librarian.app.corpus import AskItem
 from librarian.app.workspace_dir import open_workspace
 from librarian.cli import main as cli

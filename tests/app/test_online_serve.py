@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from librarian.app.ask import AskConfig
+from librarian.answering.config import AskConfig
 from librarian.app.build import BuildConfig
 from librarian.app.build import run as build
 from librarian.app.online_serve import CurateOptions, OnlineServer, evidence_judge

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 from librarian.app.ask import main as ask_main
-from librarian.app.ask import print_record
+from librarian.app.ask_printing import print_record
 from librarian.app.build import main as build_main
 
 CONTROLS = ("\x1b", "\x07", "\x9b", "\x08")

@@ -27,9 +27,9 @@ from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
 from librarian.cluster.faults import CrashPlan
 from librarian.cluster.topology import RayConfig
-from librarian.cluster.weight_sync import (
+from librarian.cluster.weight_sync import BroadcastSync
+from librarian.cluster.weight_sync_config import (
     BroadcastNote,
-    BroadcastSync,
     WeightSyncError,
     backend_options,
     broadcast_transport,

@@ -17,7 +17,9 @@ import pytest
 from librarian.cluster.actor_pool import ActorPool
 from librarian.cluster.learner_group import LearnerGroup, LearnerGroupError
 from librarian.cluster.waits import CallTimeoutError, learner_timeout, sft_steps
-from librarian.cluster.weight_sync import BroadcastNote, BroadcastSync, WeightSync, WeightSyncError, resolve
+from librarian.cluster.weight_sync import BroadcastSync, WeightSync
+from librarian.cluster.weight_sync_config import BroadcastNote, WeightSyncError
+from librarian.cluster.weight_sync_worker import resolve
 from librarian.learner import LearnerConfig
 
 pytestmark = pytest.mark.slow

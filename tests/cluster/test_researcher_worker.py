@@ -176,7 +176,8 @@ def test_every_turn_of_the_teacher_is_a_sentence_of_its_students_grammar():
     role = jam_researcher(budget=spec.budget, max_calls_per_turn=spec.max_calls_per_turn)
     env = ResearchEnv(role, worker.context(jobs[0]), chosen[0].question)
     tools = env.reset().tools
-    loop = worker.loop_config(replace(jobs[0], teacher="", greedy=False), workspace_paths(ws), workspace_folders(ws))
+    loop = worker.env_factory.loop_config(replace(jobs[0], teacher="", greedy=False), workspace_paths(ws),
+                                          workspace_folders(ws))
     compiler = compiler_for(worker.backend.tokenizer)
     grammars = {False: compiler.compile(loop.grammar(tools, role)),
                 True: compiler.compile(loop.grammar(env.answer_tools(), role, max_calls=1))}
@@ -204,7 +205,7 @@ def test_the_grammar_lets_open_name_only_folders_browse_only_files_and_search_on
     assert dict(path_enums(paths))["path"] == ("", *paths) and path_enums(()) == ()
     role = jam_researcher(budget=3, max_calls_per_turn=4)
     env = ResearchEnv(role, worker.context(_job(memory, "g")), "who?")
-    loop = worker.loop_config(_job(memory, "g", greedy=False), paths, folders)
+    loop = worker.env_factory.loop_config(_job(memory, "g", greedy=False), paths, folders)
     grammar = compiler_for(worker.backend.tokenizer).compile(loop.grammar(env.reset().tools, role))
 
     def accepts(name: str, arguments: dict) -> bool:

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from librarian.cluster.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.cluster.builder_jobs import BuilderRolloutConfig, BuildJob
 from librarian.cluster.builder_worker import BuilderRolloutWorker
 from librarian.config import load_config
@@ -21,10 +20,11 @@ from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.builder.corpora import make_corpora, task_corpora
 from librarian.rewards import discounted_return
 from librarian.rewards.construction import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
-from librarian.rewards.probe_exam import ExamRunner, ReaderSpec, run_local
+from librarian.rewards.probe_exam import LocalProbes, ReaderSpec
 from librarian.roles import ToolContext, ToolEnv, librarian_builder
-from librarian.roles.probing_env import snapshot
+from librarian.roles.builder_hints import HintReference, builder_hint, consolidated_sources
 from librarian.workspace import Workspace
+from librarian.workspace.snapshot import freeze
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -45,10 +45,7 @@ def builds(corpus):
 
 
 def _service(corpus, cfg):
-    spec = ReaderSpec(budget=4)
-    runner = ExamRunner(spec)
-    return ProbeService(lambda data, qs, rep: run_local(data, qs, spec, rep, runner=runner),
-                        {corpus.corpus_id: corpus.questions}, cfg)
+    return ProbeService(LocalProbes(ReaderSpec(budget=4)), {corpus.corpus_id: corpus.questions}, cfg)
 
 
 def test_teacher_build_has_tokens_probes_and_changes_the_store(builds):
@@ -66,7 +63,7 @@ def test_per_turn_rewards_telescope_to_the_sparse_reward(builds, corpus, gamma):
     cfg = RewardConfig(every=2, max_probes=3, terminal="delta", alpha=0.01, gamma=gamma, lambda_tok=0.5,
                        tok_scale=100.0)
     probes = _service(corpus, cfg)
-    u0 = probes.utility(snapshot(Workspace.from_documents(corpus.docs)), corpus.corpus_id)
+    u0 = probes.utility(freeze(Workspace.from_documents(corpus.docs)), corpus.corpus_id)
     rec = builds[0]
     w = rollout_rewards(rec, u0, probes, cfg)
     T = len(rec.trajectory.turns)
@@ -180,7 +177,7 @@ def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar
     tools = ToolEnv(role, ToolContext(ws), "").reset().tools
     paths = tuple(n.path for n in ws if n.kind == "raw")
     student = BuildJob("s0", corpus.corpus_id, corpus.docs, group_size=1, greedy=True)
-    grammar = worker.loop_config(student, paths, ("",)).grammar(tools, role)
+    grammar = worker.env_factory.loop_config(student, paths, ("",)).grammar(tools, role)
     compiled = compiler_for(worker.backend.tokenizer).compile(grammar)
     texts = [t.text for t in rec.trajectory.turns]
     assert any('"merge_files"' in t for t in texts) and rec.trajectory.end in ("done", "budget")

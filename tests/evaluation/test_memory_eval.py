@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from librarian.datasets.memorygym import MemoryGymConfig, build_memorygym
 from librarian.datasets.records import DatasetError, Question, write_parquet
-from librarian.evaluation.memory_arms import build_store, one_shot, research_context, with_mode
+from librarian.evaluation.memory_arms import build_store, one_shot
 from librarian.evaluation.memory_eval import (
     ARMS,
     ResearcherEvalConfig,
@@ -24,6 +24,7 @@ from librarian.evaluation.memory_tasks import KINDS, MemoryTask, load_memory_tas
 from librarian.evaluation.plots import PlotError
 from librarian.models import make_backend
 from librarian.models.scripted import ScriptedBackend
+from librarian.roles.research_context import research_context, with_mode
 from librarian.roles.toolbox import TOOLS
 from librarian.roles.tools import run_tool
 from librarian.workspace import Document

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from librarian.learner import LearnerError, LossConfig
-from librarian.learner.losses import aggregate, batch_info, kl_loss, policy_loss
+from librarian.learner.losses import actor_config, aggregate, batch_info, kl_loss, policy_loss
 
 
 def rand(shape, seed):
@@ -26,6 +26,19 @@ def test_vanilla_policy_loss_is_the_dual_clipped_ppo_objective():
     dual = torch.where(adv < 0, torch.minimum(clipped, -adv * 3.0), clipped)
     assert float(loss) == pytest.approx(float((dual * mask).sum() / mask.sum()), rel=1e-5)
     assert 0.0 <= metrics["pg_clipfrac"] <= 1.0
+
+
+def test_the_verl_actor_config_is_built_once_per_loss_and_batch():
+    """Every micro-batch of an update shares one `ActorConfig`; another batch or loss setting gets its own."""
+    info = {"dp_size": 1, "batch_num_tokens": 12, "global_batch_size": 3}
+    first = actor_config(LossConfig(clip_ratio=0.2), info)
+    assert actor_config(LossConfig(clip_ratio=0.2), dict(info)) is first
+    assert first.global_batch_info == info and first.clip_ratio == 0.2
+    assert actor_config(LossConfig(clip_ratio=0.3), info) is not first
+    assert actor_config(LossConfig(clip_ratio=0.2), {**info, "batch_num_tokens": 13}) is not first
+    bypass = actor_config(LossConfig(rollout_is="token", rollout_is_threshold=1.5), info)
+    assert bypass.policy_loss.loss_mode == "bypass_mode"
+    assert bypass.policy_loss.rollout_correction.rollout_is_threshold == 1.5
 
 
 def test_policy_loss_gradient_raises_positive_advantage_tokens():

@@ -39,7 +39,7 @@ def sft_samples():
 def reference_state(learner) -> dict[str, torch.Tensor]:
     if learner.cfg.lora.enabled:
         return lora.adapter_state(learner._peft(), lora.REFERENCE)
-    return {k: v.detach().clone() for k, v in learner._ref_model.state_dict().items()}
+    return {k: v.detach().clone() for k, v in learner.reference.model.state_dict().items()}
 
 
 def trainable_ids(learner) -> set[int]:
@@ -71,7 +71,7 @@ def test_after_sft_the_reference_is_the_fine_tuned_policy_and_stays_frozen_durin
         assert learner.reference_kl(BATCH, base=True) > 1e-4  # the base model is not the reference any more
 
     ref_before = reference_state(learner)
-    ref_ids = {id(p) for p in (learner._ref_model.parameters() if not lora_cfg.enabled else
+    ref_ids = {id(p) for p in (learner.reference.model.parameters() if not lora_cfg.enabled else
                                 (p for n, p in learner._peft().named_parameters() if f".{lora.REFERENCE}." in n))}
     assert ref_ids and not ref_ids & trainable_ids(learner)  # the optimizer never sees the reference
     metrics = learner.step(random_samples(4, seed=1))
@@ -139,7 +139,7 @@ def test_without_kl_no_reference_is_kept(pad_id):
     for lora_cfg in (LORA, FULL):
         learner = make(pad_id, lora_cfg, loss=LossConfig())
         fine_tune(learner, sft_samples(), epochs=1, batch_size=2, progress=False)
-        assert not learner.reference_frozen and learner._ref_model is None
+        assert not learner.reference_frozen and learner.reference.model is None
         if lora_cfg.enabled:
             assert not lora.has_adapter(learner._peft(), lora.REFERENCE)
 

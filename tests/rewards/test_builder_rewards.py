@@ -18,8 +18,8 @@ from librarian.rewards.construction import (
     rollout_rewards,
     step_rewards,
 )
-from librarian.roles.probing_env import snapshot
 from librarian.workspace import Document, Workspace
+from librarian.workspace.snapshot import Snapshot, freeze
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -60,23 +60,33 @@ def test_exam_utility_uses_the_configured_correctness():
     assert exam_utility(results, cfg.weights()) == pytest.approx((1 - 0.5) / 3)
 
 
-def _record(turns: int, probes: dict[int, bytes], final: bytes):
+def _record(turns: int, probes: dict[int, Snapshot], final: Snapshot):
     traj = SimpleNamespace(turns=[object()] * turns)
     return SimpleNamespace(trajectory=traj, probes=probes, final=final, corpus_id="c0", build_costs=[1.0] * turns)
 
 
-def _snapshot(name: str) -> bytes:
-    return snapshot(Workspace.from_documents([Document(name, f"the workspace {name}")]))
+def _snapshot(name: str) -> Snapshot:
+    return freeze(Workspace.from_documents([Document(name, f"the workspace {name}")]))
 
 
 # the graded answers (F1) on two questions of each workspace: F_0, the probes at turns 8 and 16, and F_T
 F0, P8, P16, FT = (_snapshot(n) for n in ("F0", "P8", "P16", "FT"))
-ANSWERS = {F0: [0.0, 0.0], P8: [1.0, 0.5], P16: [1.0, 0.0], FT: [1.0, 1.0]}
+ANSWERS = {F0.key: [0.0, 0.0], P8.key: [1.0, 0.5], P16.key: [1.0, 0.0], FT.key: [1.0, 1.0]}
+
+
+class BatchRunner:
+    """A probe runner with `run_many` that records each batch of (content hash, snapshot) it is given."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+
+    def run_many(self, snapshots, repeats=1):
+        self.batches.append([key for key, _, _ in snapshots])
+        return [[_result(q, f) for q, f in zip(qs, ANSWERS[key], strict=True)] for key, _, qs in snapshots]
 
 
 def _service(cfg: RewardConfig) -> ProbeService:
-    run = lambda data, qs, repeats: [_result(q, f) for q, f in zip(qs, ANSWERS[data], strict=True)]  # noqa: E731
-    return ProbeService(run, {"c0": ["q1", "q2"]}, cfg)
+    return ProbeService(BatchRunner(), {"c0": ["q1", "q2"]}, cfg)
 
 
 @pytest.mark.parametrize("kind", ["acc", "f1"])
@@ -103,17 +113,6 @@ def test_terminal_delta_telescopes_to_the_final_gain():
     expect[7], expect[15], expect[19] = 0.5, 0.0, 0.5
     assert w.turn_rewards == pytest.approx(expect)
     assert math.isclose(sum(w.turn_rewards), w.final - u0) and math.isclose(w.sparse, w.final)
-
-
-class BatchRunner:
-    """A probe runner with `run_many` that records each batch of (content hash, snapshot) it is given."""
-
-    def __init__(self) -> None:
-        self.batches: list[list[str]] = []
-
-    def run_many(self, snapshots, repeats=1):
-        self.batches.append([key for key, _, _ in snapshots])
-        return [[_result(q, f) for q, f in zip(qs, ANSWERS[data], strict=True)] for _, data, qs in snapshots]
 
 
 def test_a_steps_distinct_snapshots_are_probed_in_one_batch_with_the_same_rewards():

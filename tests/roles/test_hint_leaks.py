@@ -10,7 +10,6 @@ from itertools import zip_longest
 
 import pytest
 
-from librarian.cluster.builder_hints import HintReference, builder_hint
 from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_tasks import memorygym_task
@@ -19,6 +18,7 @@ from librarian.pipelines.builder.config import DataConfig
 from librarian.pipelines.builder.corpora import make_corpora
 from librarian.pipelines.researcher.config import ResearcherDataConfig
 from librarian.pipelines.researcher.steps import hint_input
+from librarian.roles.builder_hints import HintReference, builder_hint
 from librarian.roles.researcher_hints import HintInput, LLMHinter, scripted_hint
 
 

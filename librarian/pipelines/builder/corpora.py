@@ -26,9 +26,9 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any
 
-from librarian.cluster.builder_hints import HintReference
 from librarian.datasets import to_documents
 from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
+from librarian.roles.builder_hints import HintReference
 
 
 @dataclass

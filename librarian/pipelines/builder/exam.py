@@ -30,10 +30,10 @@ from librarian.cluster.builder_jobs import BuildJob
 from librarian.evaluation.exam import compare, summarize
 from librarian.evaluation.exam_rates import exam_rates
 from librarian.evaluation.metrics.bootstrap import bootstrap_ci, paired_bootstrap_ci
-from librarian.rewards.probe_exam import snapshot_key
+from librarian.rl.protocols import ExamSession, RolloutSession
 from librarian.rl.task import job_seed
-from librarian.roles.probing_env import snapshot
 from librarian.workspace import SnapshotView, Workspace
+from librarian.workspace.snapshot import Snapshot, freeze
 
 PAIRS = (("trained_builder", "flat"), ("scripted_builder", "flat"), ("trained_builder", "scripted_builder"),
          ("trained_builder", "untrained_builder"), ("trained_builder", "sft_builder"),
@@ -41,12 +41,7 @@ PAIRS = (("trained_builder", "flat"), ("scripted_builder", "flat"), ("trained_bu
 EXAM_SEED_STEP = 90_000  # the exam's sampling seed: job_seed(seed, EXAM_SEED_STEP, 0), no GRPO step's
 
 
-def run_jobs(s: Any, jobs: list[BuildJob]) -> dict[str, list]:
-    """`s` is the run's `RLSession`: the jobs' records, by job id."""
-    return s.rollouts.run(jobs, s.sync.box)
-
-
-def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
+def policy_builds(cfg: Any, s: RolloutSession, corpora: list, stage: str, min_version: int | None = None) -> dict[str, Any]:
     """The policy's builds of every exam corpus (weights of at least `min_version`, default: the latest published):
     corpus id -> {"greedy": the greedy build, "samples": `exam.samples` sampled builds}, each frozen. The greedy
     builds of all corpora are one episode batch, the sampled ones another."""
@@ -58,7 +53,7 @@ def policy_builds(cfg: Any, s: Any, corpora: list, stage: str, min_version: int 
     if k:
         jobs.append(BuildJob(f"exam-{stage}-k", "", [], group_size=k, seed=job_seed(cfg.seed, EXAM_SEED_STEP, 0),
                              min_version=version, corpora=parts))
-    batch = run_jobs(s, jobs) if corpora else {}
+    batch = s.rollout(jobs) if corpora else {}
     greedy = by_corpus(batch.get(f"exam-{stage}", []))
     sampled = by_corpus(batch.get(f"exam-{stage}-k", []))
     return {c.corpus_id: {"greedy": _frozen(greedy[c.corpus_id][0]),
@@ -79,10 +74,10 @@ def _frozen(record: Any) -> dict[str, Any]:
             "tokens": sum(len(t.response_ids) for t in traj.turns), "calls": [t.text for t in traj.turns]}
 
 
-def gathered(data: bytes, support: set[str]) -> tuple[float, float]:
+def gathered(snap: Snapshot, support: set[str]) -> tuple[float, float]:
     """(recall, precision) of the synthetic file of a store that holds most of `support` (raw ids) among the raw
     documents it was made from; (0, 0) when no synthetic file cites any."""
-    view = SnapshotView.from_ipc_bytes(data)
+    view = SnapshotView.from_ipc_bytes(snap.data)
     best = (0.0, 0.0)
     for node in view:
         if node.kind != "synthetic":
@@ -94,7 +89,7 @@ def gathered(data: bytes, support: set[str]) -> tuple[float, float]:
     return best
 
 
-def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dict] | None = None,
+def run_exam(cfg: Any, s: ExamSession, corpora: list, probes: Any, stages: dict[str, dict] | None = None,
              n_boot: int = 500, keep: list | None = None) -> tuple[list[dict], dict]:
     """Rows for the results table and the detail (see the module docstring).
 
@@ -106,7 +101,7 @@ def run_exam(cfg: Any, s: Any, corpora: list, probes: Any, stages: dict[str, dic
         return [], {}
     scripted = BuildJob("exam-scripted", "", [], group_size=1, seed=cfg.seed, greedy=True, teacher=cfg.sft.teacher,
                         budget=cfg.exam.scripted_budget, corpora=[(c.corpus_id, c.docs) for c in every])
-    teacher = by_corpus(run_jobs(s, [scripted])["exam-scripted"])
+    teacher = by_corpus(s.rollout([scripted])["exam-scripted"])
     builders = {"scripted_builder": {c.corpus_id: {"greedy": _frozen(teacher[c.corpus_id][0]), "samples": []}
                                      for c in every},
                 **(stages or {}), "trained_builder": policy_builds(cfg, s, every, "trained")}
@@ -131,7 +126,7 @@ def _calls(b: dict[str, Any]) -> dict[str, Any]:
 def _per_corpus(every: list, builders: dict[str, dict], probes: Any, sets: dict[str, str]) -> dict[str, Any]:
     """Per corpus and store: its set, greedy utility, sampled utilities and whether the build changed nothing (every
     snapshot probed through the probe service, the distinct ones in one batch)."""
-    flat = {c.corpus_id: snapshot(Workspace.from_documents(c.docs)) for c in every}
+    flat = {c.corpus_id: freeze(Workspace.from_documents(c.docs)) for c in every}
     wanted = [(flat[c.corpus_id], c.corpus_id) for c in every]
     for built in builders.values():
         for c in every:
@@ -145,21 +140,20 @@ def _per_corpus(every: list, builders: dict[str, dict], probes: Any, sets: dict[
             b = built[c.corpus_id]
             detail[c.corpus_id][name] = {"set": sets[c.corpus_id], "utility": next(values),
                                          "sampled": [next(values) for _ in b["samples"]],
-                                         "same_as_flat": snapshot_key(b["greedy"]["final"]) ==
-                                         snapshot_key(flat[c.corpus_id])}
+                                         "same_as_flat": b["greedy"]["final"].key == flat[c.corpus_id].key}
     return detail
 
 
-def _rows(cfg: Any, s: Any, every: list, builders: dict[str, dict], probes: Any,
+def _rows(cfg: Any, s: ExamSession, every: list, builders: dict[str, dict], probes: Any,
           n_boot: int) -> tuple[list[dict], dict[str, list[float]]]:
     """Each builder's greedy stores against the flat store (F1, actions, rho), and per-question utilities."""
     exams: dict[str, list] = {"flat": [], **{name: [] for name in builders}}
     per_question: dict[str, list[float]] = {name: [] for name in exams}
     for c in every:
-        stores = {"flat": snapshot(Workspace.from_documents(c.docs)),
+        stores = {"flat": freeze(Workspace.from_documents(c.docs)),
                   **{name: built[c.corpus_id]["greedy"]["final"] for name, built in builders.items()}}
         for name, data in stores.items():
-            results = s.probe_run(data, c.questions, 1)
+            results = s.probe(data, c.questions)
             exams[name].extend(results)
             per_question[name].extend(probes.question_utility(r) for r in results)
     rows = [{"name": "flat", **summarize(exams["flat"]), "build_actions": 0.0}]

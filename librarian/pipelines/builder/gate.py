@@ -16,7 +16,7 @@ from typing import Any
 from librarian.cluster.builder_jobs import BuildJob
 from librarian.config import ConfigError
 from librarian.evaluation.exam_rates import rate_ci, solved
-from librarian.pipelines.builder.exam import run_jobs
+from librarian.rl.protocols import RolloutSession
 from librarian.rl.task import job_seed
 
 log = logging.getLogger("librarian.train_builder")
@@ -27,7 +27,7 @@ class WarmStartTooWeak(ConfigError):
     """The warm start's sampled success on the gate corpora is below `sft.min_success`."""
 
 
-def warm_start_gate(cfg: Any, s: Any, corpora: list, probes: Any) -> dict[str, Any]:
+def warm_start_gate(cfg: Any, s: RolloutSession, corpora: list, probes: Any) -> dict[str, Any]:
     """The published policy's sampled success on the gate `corpora` (`s` is the run's `RLSession`): {"success",
     "ci", "corpora", "builds", "min_success"}; raises WarmStartTooWeak below `cfg.sft.min_success`."""
     threshold, k = float(cfg.sft.min_success), int(cfg.sft.gate_samples)
@@ -38,7 +38,7 @@ def warm_start_gate(cfg: Any, s: Any, corpora: list, probes: Any) -> dict[str, A
         return {}
     job = BuildJob("gate", "", [], group_size=k, seed=job_seed(cfg.seed, GATE_SEED_STEP, 0), min_version=s.version,
                    corpora=[(c.corpus_id, c.docs) for c in corpora])
-    finals = [(r.final, r.corpus_id) for r in run_jobs(s, [job])["gate"]]
+    finals = [(r.final, r.corpus_id) for r in s.rollout([job])["gate"]]
     outcomes: dict[str, list[float]] = {}
     for (_, cid), u in zip(finals, probes.utilities(finals), strict=True):
         outcomes.setdefault(cid, []).append(solved(u))

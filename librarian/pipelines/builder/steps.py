@@ -17,15 +17,16 @@ from librarian.cluster.builder_jobs import BuildJob
 from librarian.learner.sft import verified_samples
 from librarian.pipelines.builder.corpora import Corpus
 from librarian.rewards.construction import ProbeService, RolloutRewards, fold_tokenless, step_rewards
+from librarian.rl.protocols import RolloutSession
 from librarian.rl.samples import executed_call_rate, valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation
-from librarian.roles.probing_env import snapshot
 from librarian.workspace import Workspace
+from librarian.workspace.snapshot import freeze
 
 
 def initial_utilities(corpora: Sequence[Corpus], probes: ProbeService) -> dict[str, float]:
     """U(F_0) of every corpus's flat store (the flat stores probed in one batch)."""
-    flat = [(snapshot(Workspace.from_documents(c.docs)), c.corpus_id) for c in corpora]
+    flat = [(freeze(Workspace.from_documents(c.docs)), c.corpus_id) for c in corpora]
     return dict(zip([c.corpus_id for c in corpora], probes.utilities(flat), strict=True))
 
 
@@ -112,12 +113,12 @@ def sft_verified(end: str, gain: float, min_gain: float) -> bool:
     return gain >= min_gain and (end == "done" or (end == "budget" and gain > 0))
 
 
-def teacher_samples(cfg: Any, session: Any, task: BuilderTask, corpora: Sequence[Corpus]) -> tuple[list, dict[str, Any]]:
+def teacher_samples(cfg: Any, session: RolloutSession, task: BuilderTask, corpora: Sequence[Corpus]) -> tuple[list, dict[str, Any]]:
     """The scripted builder's builds of `corpora` (`corpora.teacher_corpora`; tokenized by the policy's
     tokenizer), the verified ones' SFT samples, and what was kept."""
     jobs = [BuildJob(f"sft-{c.corpus_id}", c.corpus_id, c.docs, group_size=1, seed=cfg.seed, greedy=True,
                      teacher=cfg.sft.teacher, budget=cfg.sft.budget) for c in corpora]
-    records = [r for recs in session.rollouts.run(jobs).values() for r in recs]
+    records = [r for recs in session.rollout(jobs).values() for r in recs]
     verified = [r.trajectory for r, w in zip(records, task.rewards(records), strict=True)
                 if sft_verified(r.trajectory.end, w.final - w.initial, cfg.sft.min_gain)]
     samples = verified_samples(verified, lambda _t: True)

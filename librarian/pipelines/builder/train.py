@@ -59,8 +59,7 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
     log.info("2/5 Ray: learner, %d rollout workers, %d probe workers", cfg.rollout.workers, cfg.probe.workers)
     with Trainer(cfg, "train_builder", BuilderRolloutWorker, (cfg.rollout, cfg.reward), probe=cfg.probe) as t:
         everything = sets.everything()
-        runner = t.session.probes if t.session.probes is not None else t.session.probe_run  # the pool: one map a step
-        probes = ProbeService(runner, {c.corpus_id: c.questions for c in everything}, cfg.reward)
+        probes = ProbeService(t.session.probes, {c.corpus_id: c.questions for c in everything}, cfg.reward)
         task = BuilderTask(cfg, train, probes, initial_utilities(everything, probes))
         stages: dict[str, dict] = {}
         fresh = cfg.exam.enabled and not cfg.resume

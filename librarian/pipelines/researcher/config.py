@@ -7,18 +7,17 @@ The sections every RL recipe has come from `librarian.rl.RLConfig`: `ray`,
 reference), `off_policy`, `sft` (verified-trajectory SFT from the scripted
 teacher). The researcher adds `data` (the Memory-Gym history and its
 train/test questions), `memorizer`, `search` (the workers' search, also
-their spec) and `eval` (the fields of `ResearcherEvalConfig`). Every section
+their spec) and `eval` (`ArmsSettings`, the fields `ResearcherEvalConfig` checks). Every section
 is checked when the config is built.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
 
 from librarian.cluster.researcher_jobs import ResearcherRolloutConfig, ResearchSearchConfig
 from librarian.config import ConfigError
-from librarian.evaluation.memory_eval import ResearcherEvalConfig
+from librarian.evaluation.memory_eval import ArmsSettings, ResearcherEvalConfig
 from librarian.learner.config import LearnerConfig, LossConfig
 from librarian.models.scripted_researcher import ScriptedResearcher
 from librarian.rl.config import RLConfig, SFTConfig
@@ -77,28 +76,13 @@ class ResearcherSFTConfig(SFTConfig):
 
 
 @dataclass
-class ArmsEvalSection:
-    """`librarian.evaluation.memory_eval.ResearcherEvalConfig` as a config section (lists, not tuples)."""
+class ArmsEvalSection(ArmsSettings):
+    """`librarian.evaluation.memory_eval.ArmsSettings` as a config section, checked by `to_eval_config`."""
 
-    arms: list[str] = field(default_factory=lambda: ["hierarchical", "flat", "no_researcher", "no_bm25", "no_dense"])
-    budget: int = 20
-    max_calls_per_turn: int = 4
-    embedder: str = "minilm"
-    one_shot_k: int = 5
-    n_boot: int = 2000
-    seed: int = 0
-    max_new_tokens: int = 512
-    temperature: float = 0.0
-    batch_size: int = 1
-
-    def to_eval_config(self) -> Any:
+    def to_eval_config(self) -> ResearcherEvalConfig:
         """The `ResearcherEvalConfig`; a bad value raises `ConfigError` naming it."""
         try:
-            return ResearcherEvalConfig(arms=tuple(self.arms), budget=self.budget,
-                                        max_calls_per_turn=self.max_calls_per_turn, embedder=self.embedder,
-                                        one_shot_k=self.one_shot_k, n_boot=self.n_boot, seed=self.seed,
-                                        max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                        batch_size=self.batch_size)
+            return ResearcherEvalConfig(**{f.name: getattr(self, f.name) for f in fields(ArmsSettings)})
         except ValueError as exc:
             raise ConfigError(f"eval: {exc}") from None
 

@@ -22,10 +22,11 @@ from librarian.pipelines.researcher.data import memo_fn
 from librarian.pipelines.researcher.steps import StoreRef, eval_jobs, exhausted, rounds
 from librarian.rewards.exploration import answer_in_context
 from librarian.rewards.source_recall import source_precision, source_recall
+from librarian.rl.protocols import RolloutSession
 from librarian.rl.samples import valid_call_rate
 
 
-def evaluate(cfg: Any, session: Any, store: StoreRef, task: Any, test: list) -> tuple[dict, dict]:
+def evaluate(cfg: Any, session: RolloutSession, store: StoreRef, task: Any, test: list) -> tuple[dict, dict]:
     """The scripted researcher on every arm (`evaluate_researcher`) and the trained policy on the hierarchical
     store."""
     arms = evaluate_researcher([MemoryTask(task.name, task.sessions, tuple(test))],
@@ -35,7 +36,7 @@ def evaluate(cfg: Any, session: Any, store: StoreRef, task: Any, test: list) -> 
     if cfg.eval.trained:
         asked = test[: cfg.eval.trained_questions] if cfg.eval.trained_questions else test
         jobs = eval_jobs(asked, store, session.version, cfg.eval.trained_budget or cfg.rollout.budget, cfg.seed)
-        records = [r for recs in session.rollouts.run(jobs, session.sync.box).values() for r in recs]
+        records = [r for recs in session.rollout(jobs).values() for r in recs]
         trained = trained_summary(records, {q.id: q for q in test}, cfg.eval.n_boot, cfg.eval.seed)
     return arms, trained
 

@@ -26,6 +26,7 @@ from librarian.rewards.exploration import (
     trajectory_calls,
 )
 from librarian.rewards.source_recall import source_recall
+from librarian.rl.protocols import RolloutSession
 from librarian.rl.samples import valid_call_rate
 from librarian.rl.task import Scored, job_seed, rotation
 from librarian.roles.probing_env import snapshot
@@ -239,12 +240,12 @@ def exploration_judge(sft: Any) -> Callable[..., Any] | None:
     return LLMExplorationJudge(lambda p: model.generate([[{"role": "user", "content": p}]], None, params)[0][0].text)
 
 
-def teacher_samples(cfg: Any, session: Any, store: StoreRef, questions: Sequence[Any], workspace: Any
+def teacher_samples(cfg: Any, session: RolloutSession, store: StoreRef, questions: Sequence[Any], workspace: Any
                     ) -> tuple[list, dict[str, Any]]:
     """The scripted teacher's episodes on the first `sft.questions` training questions, the verified ones' SFT
     samples (clipped to `sft.max_tokens`), and what was kept."""
     chosen = list(questions[: cfg.sft.questions])
-    batch = session.rollouts.run(teacher_jobs(chosen, store, cfg.sft.teacher, cfg.sft.budget, cfg.seed))
+    batch = session.rollout(teacher_jobs(chosen, store, cfg.sft.teacher, cfg.sft.budget, cfg.seed))
     records = [r for recs in batch.values() for r in recs]
     verified = verify(records, {q.id: q for q in chosen}, canonical_ref(workspace), exploration_judge(cfg.sft))
     samples, cut = clip(verified_samples(verified.trajectories, lambda _t: True), cfg.sft.max_tokens)
