@@ -200,7 +200,7 @@ def step_rewards(records: Sequence[Any], initial: dict[str, float], probes: Prob
 
 def failed_calls(trajectory: Any) -> list[int]:
     """Per turn, the calls that did not execute: malformed or disallowed (`errors`) and failed in the tool."""
-    return [len(t.errors) + int(getattr(t, "failed_calls", 0)) for t in trajectory.turns]
+    return [len(t.errors) + t.failed_calls for t in trajectory.turns]
 
 
 def charge_failed_calls(rewards: Sequence[float], failed: Sequence[int], cost: float) -> list[float]:

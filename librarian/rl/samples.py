@@ -81,7 +81,7 @@ def executed_call_rate(trajectories: Sequence[Any]) -> float:
     attempted = executed = 0
     for traj in trajectories:
         for t in traj.turns:
-            failed = int(getattr(t, "failed_calls", 0))
+            failed = t.failed_calls
             attempted += len(t.calls) + len(t.errors)
             executed += len(t.calls) - failed
     return executed / attempted if attempted else 0.0

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 from omegaconf import OmegaConf
 
+from librarian.config import ConfigError
 from librarian.rewards import UtilityWeights
 from librarian.rewards.construction import (
     ProbeService,
@@ -18,6 +19,7 @@ from librarian.rewards.construction import (
     rollout_rewards,
     step_rewards,
 )
+from librarian.roles.trajectory import TurnRecord
 from librarian.workspace import Document, Workspace
 from librarian.workspace.snapshot import Snapshot, freeze
 
@@ -60,8 +62,9 @@ def test_exam_utility_uses_the_configured_correctness():
     assert exam_utility(results, cfg.weights()) == pytest.approx((1 - 0.5) / 3)
 
 
-def _record(turns: int, probes: dict[int, Snapshot], final: Snapshot):
-    traj = SimpleNamespace(turns=[object()] * turns)
+def _record(turns: int, probes: dict[int, Snapshot], final: Snapshot, failed: dict[int, int] | None = None):
+    traj = SimpleNamespace(turns=[TurnRecord(index=i, text="", failed_calls=(failed or {}).get(i, 0))
+                                  for i in range(turns)])
     return SimpleNamespace(trajectory=traj, probes=probes, final=final, corpus_id="c0", build_costs=[1.0] * turns)
 
 
@@ -113,6 +116,22 @@ def test_terminal_delta_telescopes_to_the_final_gain():
     expect[7], expect[15], expect[19] = 0.5, 0.0, 0.5
     assert w.turn_rewards == pytest.approx(expect)
     assert math.isclose(sum(w.turn_rewards), w.final - u0) and math.isclose(w.sparse, w.final)
+
+
+def test_under_delta_a_build_that_changes_nothing_earns_exactly_zero_and_a_failed_call_less():
+    cfg = RewardConfig(terminal="delta", every=1, failed_call_cost=0.1)
+    probes = _service(cfg)
+    u0 = probes.utility(F0, "c0")
+    nothing = rollout_rewards(_record(3, {1: F0, 2: F0, 3: F0}, F0), u0, probes, cfg)
+    assert sum(nothing.turn_rewards) == 0.0 and nothing.sparse == 0.0 - 0.0 + u0  # U(F_T) = U(F_0), no cost
+    failed = rollout_rewards(_record(3, {1: F0, 2: F0, 3: F0}, F0, failed={1: 1}), u0, probes, cfg)
+    assert failed.turn_rewards == pytest.approx([0.0, -0.1, 0.0])  # the turn of the failed call pays for it
+    assert sum(failed.turn_rewards) < sum(nothing.turn_rewards) and failed.sparse == pytest.approx(u0 - 0.1)
+    free = rollout_rewards(_record(3, {1: F0, 2: F0, 3: F0}, F0, failed={1: 1}), u0, probes,
+                           RewardConfig(terminal="delta", every=1))
+    assert sum(free.turn_rewards) == 0.0  # paper 000's default: a failed call ties with doing nothing
+    with pytest.raises(ConfigError, match="failed_call_cost"):
+        RewardConfig(failed_call_cost=-1.0)
 
 
 def test_a_steps_distinct_snapshots_are_probed_in_one_batch_with_the_same_rewards():

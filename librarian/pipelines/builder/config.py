@@ -54,10 +54,10 @@ class DataConfig:
     # and the SFT teacher solves, checked corpus by corpus (`builder/corpus_sets.py`); plus a keep set
     exam_seeds: list = field(default_factory=list)  # with headroom: the exam's universes (every split)
     keep_corpora: int = 0  # with headroom: exam corpora of exam_seeds the flat store answers (does a build break them?)
-    keep_min_support: int = 2  # the keep set's group sizes
-    keep_max_support: int = 5
-    val_seeds: list = field(default_factory=list)  # with headroom: the warm start's gate corpora (sft.min_success)
-    val_corpora: int = 0
+    keep_min_support: int = 2  # the keep set's smallest group (members a question counts)
+    keep_max_support: int = 5  # the keep set's largest group: at most the reader's retrieval depth
+    val_seeds: list = field(default_factory=list)  # with headroom: the universes of the warm start's gate corpora
+    val_corpora: int = 0  # with headroom: gate corpora (sft.min_success is measured on them)
 
 
 @dataclass
