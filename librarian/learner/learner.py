@@ -41,7 +41,7 @@ from typing import Any
 
 import torch  # noqa: TID253 (tensor code throughout)
 
-from librarian.learner import checkpoint, lora
+from librarian.learner import checkpoint, lora, rng
 from librarian.learner.batch import PolicySample, TensorBatch, collate, micro_batches, split, spread
 from librarian.learner.config import LearnerConfig, validate
 from librarian.learner.constraints import disallowed_mask, disallowed_rows, mask_logits
@@ -84,8 +84,7 @@ class Learner:
         if not self.cfg.lora.enabled and self.cfg.loss.kl_coef > 0:
             self._ref_model = copy.deepcopy(model).requires_grad_(False)
         self.reference_frozen = False  # False: the reference is the initial policy
-        with torch.random.fork_rng(devices=[]):  # seeded adapter init, the caller's RNG untouched
-            torch.manual_seed(self.cfg.seed)
+        with rng.seeded(self.cfg.seed, rng.cuda_devices(self.cfg.device)):  # seeded init, the caller's RNG untouched
             if self.cfg.lora.enabled and self.cfg.loss.kl_coef > 0:  # LoRA: a frozen second adapter
                 model = lora.wrap(model.to(self.cfg.device), self.cfg.lora)
                 lora.add_frozen_adapter(model, self.cfg.lora)
