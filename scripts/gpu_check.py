@@ -71,10 +71,16 @@ def run_checks(out: Path, results: dict[str, Any], cpu: bool) -> int:
     import torch
 
     sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]  # this checkout's librarian, imported only now
-    import gpu_check_cases as cases  # noqa: PLC0415  (needs the sys.path above; imports torch)
+    checks: dict[str, Any] = results.setdefault("checks", {})
+    try:
+        import gpu_check_cases as cases  # noqa: PLC0415  (needs the sys.path above; imports torch)
+    except Exception as exc:  # noqa: BLE001 - a machine without what the checks import: say which, in results.json
+        checks["import"] = {"status": "FAIL", "text": f"the checks cannot be imported: {type(exc).__name__}: {exc}",
+                            "trace": traceback.format_exc()[-4000:]}
+        print(f"FAIL {'import':<22} {checks['import']['text']}", flush=True)
+        return 1
 
     ctx = cases.Context(torch.device("cpu") if cpu else torch.device("cuda", 0), tiny=cpu)
-    checks: dict[str, Any] = results.setdefault("checks", {})
     running: list[str] = []
 
     def out_of_time() -> None:

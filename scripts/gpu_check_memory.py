@@ -61,6 +61,7 @@ def run_config(ctx: Context, layers: int, checkpointed: bool, padded: bool = Fal
            "peak": gib(meter.peak), "expected_peak": gib(max(want.values())),
            "footprint": gib(built.alive + warm.alive + meter.peak), "expected_footprint": est.total - est.runtime,
            "weights": gib(built.alive), "expected_weights": est.weights, "slack": gib(meter.slack),
+           "masters_fp32": all(p.dtype == torch.float32 for p in learner.engine.params),
            "phases": {k: round(gib(v), 4) for k, v in meter.peaks.items()},
            "expected_phases": {k: round(gib(v), 4) for k, v in want.items()}}
     out["ratio"] = out["peak"] / out["expected_peak"]
@@ -85,6 +86,7 @@ def memory_2_layers(ctx: Context) -> Outcome:
     line.within(f"checkpointing saves {size(saved)} / est {size(planned)}", "checkpointing_ratio",
                 saved / planned if planned else float("nan"))
     weights = got["plain"]
+    line.holds("LoRA masters float32", "masters_fp32", all(c["masters_fp32"] for c in got.values()))
     line.within(f"weights {size(weights['weights'])} / est {size(weights['expected_weights'])}", "weights_ratio",
                 weights["weights"] / weights["expected_weights"])
     line.note(f"{got['plain']['tokens']} tokens a micro-batch", configs=got)
