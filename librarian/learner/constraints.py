@@ -12,7 +12,9 @@ tokens) into xgrammar's packed bitmask, one int32 word per 32 tokens.
   `GrammarRows` of the trained positions, 1/8 of the bytes of bool rows
   (16k constrained tokens at a 152k vocabulary: 0.3 GB instead of 2.4 GB),
   placed on the device the log-probs are computed on and unpacked there one
-  chunk at a time (`GrammarRows.banned`);
+  chunk at a time (`GrammarRows.banned`); the chunks' cuts are searched in a
+  CPU copy of the row indices made where the rows are built, so no forward
+  pass waits for a device-to-host copy of them;
 - `disallowed_mask` (the whole-batch path) is the dense (batch, columns,
   vocab) mask, built on the logits' device; `mask_logits` pushes forbidden
   tokens to the lowest finite value (in place) so softmax gives them zero
@@ -60,11 +62,13 @@ def _replayed(samples: Sequence[Any], first: int, columns: int, vocab: int, toke
 class GrammarRows:
     """Grammar masks of selected rows, packed: `index` (k,) ascending positions in the selected rows (the
     `rows.nonzero()` order), `allowed` (k, ceil(vocab / 32)) int32, xgrammar's bitmask of the tokens allowed
-    there (bit i of word j: token 32 j + i), on one device."""
+    there (bit i of word j: token 32 j + i), on one device. `host_index` is `index`'s copy in CPU memory (made
+    once, where the rows are built): `bounds` searches it, so cutting chunks never waits for the device."""
 
     index: torch.Tensor
     allowed: torch.Tensor
     vocab: int
+    host_index: torch.Tensor | None = None  # None: copied from `index` here
 
     def __post_init__(self) -> None:
         if self.index.device != self.allowed.device:
@@ -74,6 +78,8 @@ class GrammarRows:
                 self.allowed.shape[1] != (self.vocab + 31) // 32:
             raise LearnerError(f"grammar rows: index {tuple(self.index.shape)} and bitmask "
                                f"{tuple(self.allowed.shape)} do not fit a vocabulary of {self.vocab}")
+        if self.host_index is None:
+            object.__setattr__(self, "host_index", self.index.cpu())
 
     @property
     def device(self) -> torch.device:
@@ -88,11 +94,12 @@ class GrammarRows:
         device = torch.device(device)
         if device == self.device:
             return self
-        return GrammarRows(self.index.to(device), self.allowed.to(device), self.vocab)
+        return GrammarRows(self.index.to(device), self.allowed.to(device), self.vocab, self.host_index)
 
     def bounds(self, starts: Sequence[int]) -> list[int]:
-        """For each of `starts`, how many constrained rows lie before it (`index` is ascending)."""
-        return torch.searchsorted(self.index.cpu(), torch.tensor(list(starts), dtype=torch.long)).tolist()
+        """For each of `starts`, how many constrained rows lie before it (`index` is ascending), from the host
+        copy: no device-to-host copy, so no wait for the device, in every forward pass."""
+        return torch.searchsorted(self.host_index, torch.tensor(list(starts), dtype=torch.long)).tolist()
 
     def banned(self, start: int, end: int, lo: int | None = None, hi: int | None = None) -> torch.Tensor | None:
         """Bool (end - start, vocab) on this device, True where a grammar forbade the token, for selected rows
@@ -155,4 +162,4 @@ def disallowed_rows(samples: Sequence[Any], first: int, rows: torch.Tensor, voca
     order = torch.cat(picked)
     order, perm = torch.sort(order)  # spans come in row-major order already; sorting makes `bounds` safe
     device = rows.device if device is None else torch.device(device)
-    return GrammarRows(order.to(device), torch.cat(masks)[perm].to(device), vocab)
+    return GrammarRows(order.to(device), torch.cat(masks)[perm].to(device), vocab, order)

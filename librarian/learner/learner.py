@@ -29,7 +29,7 @@ from typing import Any
 
 import torch  # noqa: TID253 (tensor code throughout)
 
-from librarian.learner import learner_checkpoint, lora
+from librarian.learner import learner_checkpoint, lora, rng
 from librarian.learner.batch import PolicySample, TensorBatch, collate, micro_batches, spread
 from librarian.learner.config import LearnerConfig, validate
 from librarian.learner.constraints import disallowed_mask, disallowed_rows, mask_logits
@@ -70,8 +70,7 @@ class Learner:
         self.cfg = validate(cfg or LearnerConfig())
         self.tokenizer = tokenizer  # needed only for samples generated under a grammar (`learner.constraints`)
         self.reference = KLReference(model, self.cfg)  # before the engine takes (DeepSpeed: partitions) it
-        with torch.random.fork_rng(devices=[]):  # seeded adapter init, the caller's RNG untouched
-            torch.manual_seed(self.cfg.seed)
+        with rng.seeded(self.cfg.seed, rng.cuda_devices(self.cfg.device)):  # seeded init, the caller's RNG untouched
             if self.cfg.lora.enabled and self.cfg.loss.kl_coef > 0:  # LoRA: a frozen second adapter
                 model = lora.wrap(model.to(self.cfg.device), self.cfg.lora)
                 lora.add_frozen_adapter(model, self.cfg.lora)

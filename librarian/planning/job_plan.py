@@ -28,9 +28,11 @@ from librarian.cluster.topology import COLOCATED_SHARE, RayConfig
 from librarian.config import ConfigError
 from librarian.learner.config import LearnerConfig
 from librarian.planning.cluster_file import Cluster
-from librarian.planning.memory_check import fit, problem
-from librarian.planning.memory_estimate import ModelShape, engine_memory, resolve
+from librarian.planning.memory_check import fit, phases_text, problem
+from librarian.planning.model_lookup import resolve
+from librarian.planning.model_shape import ModelShape
 from librarian.planning.placement import Actor, Placement, Scheduler
+from librarian.planning.vllm_memory import engine_memory
 
 DEFAULT_CLUSTERS = ("infra/ray/cluster.yaml", "infra/kuberay/raycluster.yaml")
 ASSUMED = {"learner": "qwen2.5-7b", "rollout": "qwen2.5-7b", "probe": "qwen2.5-1.5b"}  # when the model folder is not on this machine
@@ -354,14 +356,10 @@ def render(report: Report, title: str) -> str:
                            f"{m['engine_share']:.1f} = {m['sampling']:.1f}; updating: learner {m['learner_peak']:.1f} "
                            f"+ sleeping engine = {m['updating']:.1f}")
             else:
-                step = (f", or at the optimizer step float32 gradients {m['step_gradients']:.1f}"
-                        if m["step_gradients"] >= 0.05 else "")
                 out.append(f"  {key} (per GPU): {m['total']:.1f} of {m['gpu_gib']:.1f} GiB = weights {m['weights']:.1f}"
                            f" + gradients {m['gradients']:.1f} + optimizer {m['optimizer']:.1f} + reference "
-                           f"{m['reference']:.1f} + runtime {m['runtime']:.1f} + the larger of: activations "
-                           f"{m['activations']:.1f} (checkpointed {m['activations_checkpointed']:.1f}, plain "
-                           f"{m['activations_plain']:.1f}; {m['micro_batch_tokens']} tokens a micro-batch) + log-probs "
-                           f"{m['logprobs']:.1f}{step}")
+                           f"{m['reference']:.1f} + runtime {m['runtime']:.1f} + "
+                           f"{phases_text(m['phases'], m['micro_batch_tokens'])}")
     out += [f"warning: {w}" for w in report.warnings]
     out += [f"problem: {p}" for p in report.problems]
     out.append("result: " + ("CPU preset" if report.cpu_preset else "fits" if report.ok else

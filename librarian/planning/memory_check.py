@@ -21,15 +21,14 @@ from typing import Any
 from librarian.config import ConfigError
 from librarian.planning.cluster_file import GPU_MIB
 from librarian.planning.memory_estimate import (
-    VLLM_RUNTIME_GIB,
-    EngineMemory,
     LearnerMemory,
-    ModelShape,
-    engine_memory,
     learner_memory,
     micro_batch_tokens,
-    resolve,
+    planned_batch,
 )
+from librarian.planning.model_lookup import resolve
+from librarian.planning.model_shape import ModelShape
+from librarian.planning.vllm_memory import VLLM_RUNTIME_GIB, EngineMemory, engine_memory
 
 ASLEEP_GIB = VLLM_RUNTIME_GIB  # a sleeping engine keeps its CUDA context; weights offloaded or dropped, no KV cache
 MAX_RANKS = 64  # the most learner ranks a fix proposes
@@ -65,7 +64,7 @@ class Fit:
 
 def fit(shape: ModelShape, learner: Any, max_len: int, gpu_gib: float, engine: dict | None = None) -> Fit:
     """The estimate of one learner rank of `learner` (and of a colocated engine with backend options `engine`)."""
-    est = learner_memory(shape, learner, micro_batch_tokens(learner, max_len))
+    est = learner_memory(shape, learner, planned_batch(learner, max_len))
     eng = engine_memory(shape, engine, int(gpu_gib * 1024)) if engine is not None else None
     return Fit(est, gpu_gib, eng)
 
@@ -143,14 +142,22 @@ def fixes(shape: ModelShape, learner: Any, max_len: int, gpu_gib: float, engine:
     return [], f"even with all of {', '.join(labels)} it needs about {best.peak:.1f} GiB"
 
 
+PHASE_NAMES = {"forward": "forward", "logprobs": "log-prob backward", "backward": "layers' backward",
+               "reference": "reference forward", "step": "optimizer step"}
+
+
+def phases_text(phases: dict[str, float], tokens: int) -> str:
+    """"the widest phase, layers' backward, 4.9 (forward 3.1, ...; now N tokens a micro-batch)" (GiB)."""
+    widest = max(phases, key=lambda name: phases[name])
+    each = ", ".join(f"{PHASE_NAMES[k]} {v:.1f}" for k, v in phases.items())
+    return f"the widest phase, {PHASE_NAMES[widest]}, {phases[widest]:.1f} ({each}; now {tokens} tokens a micro-batch)"
+
+
 def describe(f: Fit) -> str:
     """The figures of a verdict, in GiB."""
     m = f.learner
-    backward = (f"activations {m.activations:.1f} (now {m.micro_batch_tokens} tokens a micro-batch), log-probs "
-                f"{m.logprobs:.1f}")
-    step = f", or at the optimizer step float32 gradients {m.step_gradients:.1f}" if m.step_gradients else ""
     parts = (f"weights {m.weights:.1f}, gradients {m.gradients:.1f}, optimizer {m.optimizer:.1f}, reference "
-             f"{m.reference:.1f}, runtime {m.runtime:.1f}; while learning {backward}{step}")
+             f"{m.reference:.1f}, runtime {m.runtime:.1f}; while learning {phases_text(m.phases, m.micro_batch_tokens)}")
     if f.engine is None:
         return f"about {m.total:.1f} GiB of {f.gpu_gib:.1f} ({parts})"
     return (f"about {f.peak:.1f} GiB of {f.gpu_gib:.1f}: while the engine samples, the learner's {m.resident:.1f} + "

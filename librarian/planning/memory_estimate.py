@@ -1,134 +1,76 @@
-"""Per-GPU memory estimates: a learner rank (weights, gradients, optimizer states by ZeRO stage, activations by
-micro-batch tokens with and without gradient checkpointing, the log-prob computation, ZeRO-1/2's transient
-float32 gradient partition at the optimizer step) and a vLLM engine (weights, LoRA slots, activations, KV cache
-at its `gpu_memory_utilization`).
+"""One learner rank's GPU memory (GiB): the resident part (weights, gradients, optimizer states by ZeRO stage, the
+KL reference, the CUDA runtime) plus the widest of the phases of an update, which are never alive together:
 
-The model's shape comes from its `config.json` (a folder that exists here) or from a known architecture by
-name; the formulas are the usual back-of-the-envelope ones (ZeRO's 2 + 2 + 12 bytes per parameter in mixed
-precision; a transformer layer's saved activations per token), meant to tell 40 GB from 400 GB, not to the
-last gigabyte. Every figure is in GiB.
+- `forward`: the layers' kept tensors (each layer's input under gradient checkpointing, else everything each
+  layer keeps for backward), then the head's forward over one log-prob chunk; under autocast with float32
+  weights, the bfloat16 copies of every weight (autocast caches them for the whole forward pass);
+- `logprobs`: the head's backward, chunk by chunk (each chunk recomputed: its logits, log-probs, softmax and
+  grammar mask kept, three float32 gradients of that size), with the layers' kept tensors still alive;
+- `backward`: the layers' recompute and backward, one layer at a time (its kept tensors and the MLP's
+  gradients); it starts only after the head's backward has ended;
+- `reference` (with `loss.kl_coef` > 0): the reference policy's forward, without gradients, while the policy's
+  kept tensors wait for backward;
+- `step`: the optimizer step (foreach AdamW's temporary, ZeRO-1/2's float32 gradient partition).
+
+`activation_memory` gives the per-token and per-chunk terms and says which inputs autograd keeps. A shape comes
+from `model_shape`. Pure arithmetic with no import beyond the standard library: `scripts/gpu_check.py` measures
+these phases on a bare GPU machine, `librarian plan` and `RLConfig.check` (`memory_check`) use the same figures.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from librarian.config import ConfigError
+from librarian.planning.activation_memory import (
+    Attention,
+    Chunk,
+    Dtypes,
+    Trained,
+    checkpoint_input,
+    first_layer_relief,
+    head_backward,
+    layer_saved,
+    layer_working,
+    rope_tables,
+    weight_gradient,
+)
+from librarian.planning.model_shape import GIB, PROJECTIONS, ModelShape
 
-GIB = float(1 << 30)
 RUNTIME_GIB = 2.5  # CUDA context, NCCL buffers, allocator slack: taken from every learner GPU
-VLLM_RUNTIME_GIB = 1.5  # CUDA context and graphs of a vLLM engine, outside its activations and KV cache
-LOGPROB_COPIES = 3  # float32 vocabulary-wide tensors alive per projected position (logits, softmax, grad)
-LORA_MODULES = 4  # vLLM keeps LoRA slots for qkv, o, gate_up and down
+PHASES = ("forward", "logprobs", "backward", "reference", "step")
 
 
 @dataclass(frozen=True)
-class ModelShape:
-    """A decoder-only transformer's sizes."""
+class MicroBatch:
+    """The largest micro-batch a learner rank runs: `tokens` padded tokens in rows of `seq_len`."""
 
-    name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    intermediate: int
-    vocab: int
-    tied: bool = False
-    head_dim: int = 0  # 0: hidden / heads
-    qkv_bias: bool = False
+    tokens: int
+    seq_len: int
+    trained: int = 0  # positions with a loss (0: every token, the planner's assumption)
+    padded: bool = True  # rows of unequal length, so attention takes a mask (real batches are)
+    constrained: bool = True  # some positions sampled under a grammar: their masks are unpacked per chunk
 
     @property
-    def dim(self) -> int:
-        return self.head_dim or self.hidden // self.heads
-
-    @property
-    def kv_dim(self) -> int:
-        return self.kv_heads * self.dim
-
-    def layer_params(self) -> int:
-        q = self.hidden * self.heads * self.dim
-        kv = 2 * self.hidden * self.kv_dim
-        bias = (self.heads * self.dim + 2 * self.kv_dim) if self.qkv_bias else 0
-        return q + kv + bias + self.heads * self.dim * self.hidden + 3 * self.hidden * self.intermediate + 2 * self.hidden
-
-    @property
-    def params(self) -> int:
-        embed = self.vocab * self.hidden * (1 if self.tied else 2)
-        return embed + self.layers * self.layer_params() + self.hidden
-
-    def lora_params(self, rank: int, targets: list[str]) -> int:
-        """Trainable LoRA parameters: rank x (in + out) of each targeted projection in every layer."""
-        sizes = {"q_proj": (self.hidden, self.heads * self.dim), "k_proj": (self.hidden, self.kv_dim),
-                 "v_proj": (self.hidden, self.kv_dim), "o_proj": (self.heads * self.dim, self.hidden),
-                 "gate_proj": (self.hidden, self.intermediate), "up_proj": (self.hidden, self.intermediate),
-                 "down_proj": (self.intermediate, self.hidden)}
-        return self.layers * sum(rank * sum(sizes[t]) for t in targets if t in sizes)
-
-
-KNOWN = {
-    "qwen2.5-0.5b": ModelShape("qwen2.5-0.5b", 24, 896, 14, 2, 4864, 151936, True, qkv_bias=True),
-    "qwen2.5-1.5b": ModelShape("qwen2.5-1.5b", 28, 1536, 12, 2, 8960, 151936, True, qkv_bias=True),
-    "qwen2.5-3b": ModelShape("qwen2.5-3b", 36, 2048, 16, 2, 11008, 151936, True, qkv_bias=True),
-    "qwen2.5-7b": ModelShape("qwen2.5-7b", 28, 3584, 28, 4, 18944, 152064, False, qkv_bias=True),
-    "qwen2.5-14b": ModelShape("qwen2.5-14b", 48, 5120, 40, 8, 13824, 152064, False, qkv_bias=True),
-    "qwen2.5-32b": ModelShape("qwen2.5-32b", 64, 5120, 40, 8, 27648, 152064, False, qkv_bias=True),
-    "llama-3.1-8b": ModelShape("llama-3.1-8b", 32, 4096, 32, 8, 14336, 128256, False),
-    "smollm2-135m": ModelShape("smollm2-135m", 30, 576, 9, 3, 1536, 49152, True),
-    "tiny": ModelShape("tiny", 2, 64, 2, 1, 128, 49152, True),
-}
-ALIASES = {"smollm2": "smollm2-135m"}
-
-
-def from_config(config: dict[str, Any], name: str) -> ModelShape:
-    """A shape from a transformers `config.json` (Llama, Qwen2, Mistral and their kind)."""
-    try:
-        return ModelShape(name, int(config["num_hidden_layers"]), int(config["hidden_size"]),
-                          int(config["num_attention_heads"]),
-                          int(config.get("num_key_value_heads") or config["num_attention_heads"]),
-                          int(config["intermediate_size"]), int(config["vocab_size"]),
-                          bool(config.get("tie_word_embeddings", False)), int(config.get("head_dim") or 0),
-                          str(config.get("model_type", "")).startswith("qwen2"))
-    except KeyError as exc:
-        raise ConfigError(f"model {name}: its config.json lacks {exc.args[0]!r}") from None
-
-
-def resolve(model: str) -> tuple[ModelShape, str]:
-    """(shape, where it came from) for a model folder with a config.json, or a known architecture's name."""
-    folder = Path(model)
-    if (folder / "config.json").is_file():
-        return from_config(json.loads((folder / "config.json").read_text()), str(folder)), "config.json"
-    key = ALIASES.get(model.lower(), model.lower())
-    if key in KNOWN:
-        return KNOWN[key], "known architecture"
-    raise ConfigError(f"model {model!r}: no config.json there and not a known architecture "
-                      f"({', '.join(sorted(KNOWN))}); pass --policy / --answerer")
-
-
-def dtype_bytes(dtype: str) -> int:
-    return 4 if str(dtype).replace("torch.", "") in ("float32", "float") else 2
+    def trained_tokens(self) -> int:
+        return self.trained or self.tokens
 
 
 @dataclass(frozen=True)
 class LearnerMemory:
-    """One learner rank's GPU memory (GiB) by part; `activations` is the one in effect."""
+    """One learner rank's GPU memory (GiB): the resident parts and, per phase, what it holds on top of them."""
 
     weights: float
     gradients: float
     optimizer: float
     reference: float
-    activations: float
-    activations_checkpointed: float
-    activations_plain: float
-    logprobs: float
     runtime: float
-    micro_batch_tokens: int
-    trainable: int
-    step_gradients: float = 0.0  # ZeRO-1/2: the float32 copy of this rank's gradient partition that the
-    # optimizer step makes (DeepSpeed's single_grad_partition), alive after backward has freed the activations
+    phases: dict[str, float]  # GiB above the resident part at each phase's widest moment
+    parts: dict[str, dict[str, float]] = field(default_factory=dict)  # what each phase holds, by part (GiB)
+    micro_batch_tokens: int = 0
+    trainable: int = 0
+    step_gradients: float = 0.0  # ZeRO-1/2: the float32 copy of this rank's gradient partition at the step
 
     @property
     def resident(self) -> float:
@@ -136,53 +78,185 @@ class LearnerMemory:
         return self.weights + self.gradients + self.optimizer + self.reference + self.runtime
 
     @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=lambda name: self.phases[name])
+
+    @property
+    def transient(self) -> float:
+        """The widest phase (GiB above the resident part)."""
+        return max(self.phases.values())
+
+    @property
     def total(self) -> float:
-        """The peak: the resident part plus the larger of backward's (activations, log-probs) and the step's."""
-        return self.resident + max(self.activations + self.logprobs, self.step_gradients)
+        """The peak: the resident part plus the widest phase."""
+        return self.resident + self.transient
 
 
-def layer_activation_bytes(shape: ModelShape, act_bytes: int) -> int:
-    """Bytes one layer keeps per token for its backward pass: norms' float32 inputs, q/k/v, attention output
-    (flash attention: no length-squared term), the MLP's gate, up, activation and down inputs."""
-    return 8 * shape.hidden + act_bytes * (4 * shape.hidden + 2 * shape.kv_dim + 4 * shape.intermediate)
+def dtypes(learner: Any) -> Dtypes:
+    """How wide `learner`'s tensors are: its precision, its engine and whether it trains full weights."""
+    bf16 = learner.precision == "bf16"
+    torch_engine = learner.engine != "deepspeed"
+    full = not learner.lora.enabled
+    return Dtypes(compute=2 if bf16 else 4, stream=4 if (not bf16 or (torch_engine and full)) else 2,
+                  autocast=bf16 and torch_engine, lora_copies=bf16 and torch_engine)
 
 
-def learner_memory(shape: ModelShape, learner: Any, tokens: int) -> LearnerMemory:
-    """The estimate for `learner` (a `LearnerConfig`) at `tokens` padded tokens per micro-batch."""
+def trained_weights(learner: Any) -> Trained:
+    lora = learner.lora
+    if not lora.enabled:
+        return Trained(full=True)
+    return Trained(full=False, lora=frozenset(t for t in lora.target_modules if t in PROJECTIONS), rank=lora.rank)
+
+
+def _resident(shape: ModelShape, learner: Any, trainable: int) -> dict[str, float]:
+    """Bytes of weights, gradients, optimizer states, reference and ZeRO's step partition on one rank."""
     ranks = max(1, int(learner.workers))
     params = shape.params
-    lora = learner.lora
-    trainable = shape.lora_params(lora.rank, list(lora.target_modules)) if lora.enabled else params
     bf16 = learner.precision == "bf16"
     act = 2 if bf16 else 4
     stage = learner.deepspeed.zero_stage if learner.engine == "deepspeed" else -1  # -1: torch, unpartitioned
-    step_bytes = 0.0
+    step = 0.0
     if learner.engine == "deepspeed":
-        weight_bytes = params * act / (ranks if stage == 3 else 1)
-        grad_bytes = trainable * act / (ranks if stage >= 2 else 1)
+        weights = params * act / (ranks if stage == 3 else 1)
+        grads = trainable * act / (ranks if stage >= 2 else 1)
         states = trainable * (12 if bf16 else 8)  # float32 master copy (bf16 only) + AdamW's two moments
-        opt_bytes = 0.0 if learner.deepspeed.offload_optimizer else states / (ranks if stage >= 1 else 1)
+        optimizer = 0.0 if learner.deepspeed.offload_optimizer else states / (ranks if stage >= 1 else 1)
         if stage in (1, 2) and not learner.deepspeed.offload_optimizer:
-            step_bytes = trainable * 4 / ranks  # flat_grad_partition.to(float32) before the optimizer step
+            step = trainable * 4 / ranks  # flat_grad_partition.to(float32) before the optimizer step
     else:  # torch: float32 trainable parameters, gradients and moments; frozen weights as loaded
-        weight_bytes = (params - trainable) * act + trainable * 4
-        grad_bytes = trainable * 4
-        opt_bytes = trainable * 8.0
+        weights = (params - trainable) * act + trainable * 4
+        grads = trainable * 4
+        optimizer = trainable * 8.0
     reference = 0.0
     if learner.loss.kl_coef > 0:
-        reference = trainable * act if lora.enabled else params * act
-    per_layer = layer_activation_bytes(shape, act)
-    plain = tokens * per_layer * shape.layers
-    checkpointed = tokens * (shape.layers * shape.hidden * act + 2 * per_layer)
-    if learner.logprob_chunk > 0:
-        logprobs = learner.logprob_chunk * shape.vocab * 4 * LOGPROB_COPIES + tokens * shape.hidden * act
-    else:
-        logprobs = tokens * shape.vocab * (act + 4 * LOGPROB_COPIES)
+        reference = trainable * act if learner.lora.enabled else params * act
+    return {"weights": weights, "gradients": grads, "optimizer": optimizer, "reference": reference, "step": step}
+
+
+def _largest_trainable(shape: ModelShape, trained: Trained) -> int:
+    """Elements of the largest trainable tensor (what a per-parameter optimizer step works on at once)."""
+    if trained.full:
+        return max(shape.vocab * shape.hidden, *(i * o for i, o in map(shape.projection, PROJECTIONS)))
+    return max((trained.rank * max(shape.projection(p)) for p in trained.lora), default=0)
+
+
+def _step(shape: ModelShape, learner: Any, trained: Trained, trainable: int, zero_partition: float) -> dict:
+    """The optimizer step: foreach AdamW (torch on CUDA) makes a float32 copy of every second moment's square
+    root; on the CPU it works tensor by tensor (two float32 temporaries of the largest); under DeepSpeed the
+    rank's float32 gradient partition (ZeRO-1/2) and AdamW over its flat partition."""
+    ranks = max(1, int(learner.workers))
+    if learner.engine == "deepspeed":
+        offloaded = learner.deepspeed.offload_optimizer
+        return {"float32 gradient partition": zero_partition,
+                "AdamW temporary": 0.0 if offloaded else 4.0 * trainable / ranks}
+    if str(learner.device).startswith("cuda"):
+        return {"AdamW temporary": 4.0 * trainable}
+    return {"AdamW temporary": 8.0 * _largest_trainable(shape, trained)}
+
+
+class Update:
+    """The terms (bytes) of one update of `learner` on micro-batches like `batch`, and its phases built from them."""
+
+    def __init__(self, shape: ModelShape, learner: Any, batch: MicroBatch) -> None:
+        self.shape, self.dt, self.tr = shape, dtypes(learner), trained_weights(learner)
+        self.n, self.t = batch.tokens, batch.trained_tokens
+        self.checkpointed = bool(learner.gradient_checkpointing)
+        self.per_layer = sum(layer_saved(shape, self.dt, self.tr, Attention(batch.padded, batch.seq_len)).values())
+        self.chunked = learner.logprob_chunk > 0
+        self.chunk = Chunk(min(learner.logprob_chunk, self.t) if self.chunked else self.t, shape.vocab,
+                           batch.constrained)
+        # autocast's bfloat16 copies of float32 weights: every layer's for the whole forward pass (its cache),
+        # kept until backward without checkpointing; one layer's (and the head's, per chunk) in the recomputation
+        full_casts = self.dt.autocast and self.tr.full
+        lora = sum(self.tr.rank * sum(shape.projection(p)) for p in self.tr.lora)
+        self.layer_cast = 2 * (shape.linear_params() if full_casts else lora) if self.dt.autocast else 0
+        self.head_cast = 2 * shape.head_params if full_casts else 0
+
+    @property
+    def stack(self) -> dict[str, int]:
+        """What the layers keep while backward has not reached them."""
+        shape, n = self.shape, self.n
+        if self.checkpointed:
+            kept = {"layer inputs (checkpoints)": shape.layers * checkpoint_input(shape, self.dt) * n}
+        else:
+            kept = {"layers' kept tensors": (shape.layers * self.per_layer - first_layer_relief(shape, self.tr)) * n}
+        return {**kept, "rotary tables": rope_tables(shape, self.dt) * n}
+
+    @property
+    def head(self) -> dict[str, int]:
+        """What the final norm and the log-prob head keep besides a chunk."""
+        h, stream = self.shape.hidden, self.dt.stream
+        out = {"final norm and last hidden state": self.n * (4 * h + 4 + (stream * h if self.tr.full else 0)
+                                                               + stream * h),
+               "trained positions' hidden states": self.t * h * stream}
+        if self.dt.autocast:
+            out["a chunk's bfloat16 hidden states"] = self.chunk.rows * h * 2
+        if not self.chunked:
+            out["the whole batch's logits"] = self.dt.compute * self.n * self.shape.vocab
+        return out
+
+    def _working(self, checkpointed: bool) -> dict[str, int]:
+        return layer_working(self.shape, self.dt, self.tr, checkpointed)
+
+    def forward(self) -> dict[str, int]:
+        """Widest in the last layer's MLP or in the head's first chunk."""
+        head = sum(self.head.values()) + self.chunk.peak("forward")
+        out = {"kept tensors": sum(self.stack.values()),
+               "widest moment": max(self._working(self.checkpointed)["forward"] * self.n, head)}
+        if self.tr.full and self.dt.autocast:
+            out["autocast weight copies"] = self.shape.layers * self.layer_cast + self.head_cast
+        return out
+
+    def logprobs(self) -> dict[str, int]:
+        """The head's backward, chunk by chunk, the layers' tensors waiting."""
+        out = {**self.stack, **self.head, "hidden states' gradients": 2 * self.t * self.shape.hidden * self.dt.stream,
+               "log-prob chunk (recomputed, backward)": head_backward(self.chunk, math.ceil(self.t / self.chunk.rows),
+                                                                      self.shape, self.dt, self.tr)}
+        if self.layer_cast and not self.checkpointed:
+            out["autocast weight copies"] = self.shape.layers * self.layer_cast
+        return out
+
+    def backward(self) -> dict[str, int]:
+        """The layers' backward from the last one down (recomputed first under checkpointing); with full weights
+        the embedding's gradient comes last, when the layers' tensors are gone."""
+        shape, dt, n = self.shape, self.dt, self.n
+        out = self.stack
+        if self.checkpointed:
+            out["one layer recomputed"] = self.per_layer * n
+        product = dt.compute * shape.intermediate * n  # the MLP product's gradient, when down_proj's weight's comes
+        out["one layer's gradients"] = max(self._working(self.checkpointed)["backward"] * n,
+                                           product + weight_gradient(shape, dt, self.tr))
+        if self.layer_cast:
+            out["autocast weight copies"] = self.layer_cast * (1 if self.checkpointed else shape.layers)
+        if not self.tr.full:
+            return out
+        if shape.tied:  # the output layer's gradient waits in autograd's buffer for the embedding's
+            out["tied output layer's gradient"] = dt.stream * shape.head_params
+        embedding = {"embedding's gradient": dt.stream * shape.head_params + 2 * dt.stream * shape.hidden * n}
+        return max(out, embedding, key=lambda terms: sum(terms.values()))
+
+    def reference(self) -> dict[str, int]:
+        """The reference policy's forward without gradients (nothing kept, one chunk at a time)."""
+        idle = self._working(True)["forward"] * self.n
+        selected = self.t * self.shape.hidden * self.dt.stream
+        return {**self.stack, **self.head, "reference forward": max(idle, selected + self.chunk.peak("forward"))}
+
+
+def learner_memory(shape: ModelShape, learner: Any, batch: MicroBatch) -> LearnerMemory:
+    """The estimate for `learner` (a `LearnerConfig`) on micro-batches like `batch`."""
+    update = Update(shape, learner, batch)
+    trainable = shape.params if update.tr.full else shape.lora_params(update.tr.rank, sorted(update.tr.lora))
+    resident = _resident(shape, learner, trainable)
+    phases = {"forward": update.forward(), "logprobs": update.logprobs(), "backward": update.backward()}
+    if learner.loss.kl_coef > 0:
+        phases["reference"] = update.reference()
+    phases["step"] = _step(shape, learner, update.tr, trainable, resident["step"])
+    parts = {name: {k: b / GIB for k, b in terms.items()} for name, terms in phases.items()}
     return LearnerMemory(
-        weights=weight_bytes / GIB, gradients=grad_bytes / GIB, optimizer=opt_bytes / GIB, reference=reference / GIB,
-        activations=(checkpointed if learner.gradient_checkpointing else plain) / GIB,
-        activations_checkpointed=checkpointed / GIB, activations_plain=plain / GIB, logprobs=logprobs / GIB,
-        runtime=RUNTIME_GIB, micro_batch_tokens=tokens, trainable=trainable, step_gradients=step_bytes / GIB)
+        weights=resident["weights"] / GIB, gradients=resident["gradients"] / GIB,
+        optimizer=resident["optimizer"] / GIB, reference=resident["reference"] / GIB, runtime=RUNTIME_GIB,
+        phases={name: sum(p.values()) for name, p in parts.items()}, parts=parts, micro_batch_tokens=batch.tokens,
+        trainable=trainable, step_gradients=resident["step"] / GIB)
 
 
 def micro_batch_tokens(learner: Any, max_len: int) -> int:
@@ -194,54 +268,7 @@ def micro_batch_tokens(learner: Any, max_len: int) -> int:
     return math.ceil(per_rank / max(1, learner.grad_accum)) * max_len
 
 
-@dataclass(frozen=True)
-class EngineMemory:
-    """One vLLM engine on one of its GPUs (GiB): its share of the GPU and what fills it."""
-
-    budget: float
-    weights: float
-    lora: float
-    activations: float
-    runtime: float
-    kv_per_token_mib: float
-    max_model_len: int
-    tensor_parallel: int
-
-    @property
-    def kv_space(self) -> float:
-        return self.budget - self.weights - self.lora - self.activations - self.runtime
-
-    @property
-    def kv_tokens(self) -> int:
-        return max(0, int(self.kv_space * 1024 / self.kv_per_token_mib)) if self.kv_per_token_mib else 0
-
-    @property
-    def full_sequences(self) -> float:
-        """How many sequences of `max_model_len` tokens the KV cache holds at once (vLLM needs >= 1)."""
-        return self.kv_tokens / self.max_model_len
-
-
-def engine_memory(shape: ModelShape, options: dict[str, Any], gpu_mib: int) -> EngineMemory:
-    """The estimate for a `VLLMBackend` with `options` on GPUs of `gpu_mib`."""
-    kwargs = dict(options.get("engine_kwargs") or {})
-    tp = int(kwargs.get("tensor_parallel_size", 1))
-    pp = int(kwargs.get("pipeline_parallel_size", 1))
-    util = float(kwargs.get("gpu_memory_utilization", 0.9))
-    width = dtype_bytes(options.get("dtype", "bfloat16"))
-    max_len = int(options.get("max_model_len", 2048))
-    batched = int(kwargs.get("max_num_batched_tokens", 8192))  # vLLM's chunked-prefill step
-    shards = tp * pp
-    weights = shape.params * width / shards
-    lora = 0.0
-    if options.get("enable_lora"):
-        rank = int(options.get("max_lora_rank", 16))
-        per_layer = rank * (2 * shape.hidden + shape.heads * shape.dim + 2 * shape.kv_dim + 2 * shape.hidden
-                            + 2 * shape.hidden + 2 * shape.intermediate + shape.intermediate + shape.hidden)
-        lora = int(options.get("max_loras", 1)) * shape.layers * per_layer * width / shards
-    activations = batched * (2 * shape.intermediate + 4 * shape.hidden) * width / tp
-    kv_heads = max(1, shape.kv_heads // tp)
-    kv = 2 * (shape.layers / pp) * kv_heads * shape.dim * width
-    return EngineMemory(budget=util * gpu_mib / 1024, weights=weights / GIB, lora=lora / GIB,
-                        activations=activations / GIB, runtime=VLLM_RUNTIME_GIB, kv_per_token_mib=kv / (1 << 20),
-                        max_model_len=max_len, tensor_parallel=shards)
-
+def planned_batch(learner: Any, max_len: int) -> MicroBatch:
+    """The micro-batch `librarian plan` and the config check assume: the largest, rows of `max_len`, every
+    token trained, padded, grammar-constrained (the widest case of each)."""
+    return MicroBatch(micro_batch_tokens(learner, max_len), max_len)

@@ -15,7 +15,10 @@ from librarian.pipelines.plan_job import load_job as validated
 from librarian.pipelines.plan_job import main
 from librarian.planning.cluster_file import load_cluster
 from librarian.planning.job_plan import actors, is_cpu_preset, plan
-from librarian.planning.memory_estimate import KNOWN, engine_memory, learner_memory, resolve
+from librarian.planning.memory_estimate import MicroBatch, learner_memory
+from librarian.planning.model_lookup import resolve
+from librarian.planning.model_shape import KNOWN
+from librarian.planning.vllm_memory import engine_memory
 
 
 def load_job(files, overrides=()):
@@ -28,10 +31,12 @@ KUBERAY = ROOT / "infra/kuberay/raycluster.yaml"
 CLUSTERS = [LAUNCHER, KUBERAY]
 BUILDER = [str(ROOT / "configs/train_builder.yaml"), str(ROOT / "configs/cluster.yaml")]
 RESEARCHER = [str(ROOT / "configs/researcher_memorygym.yaml"), str(ROOT / "configs/researcher_cluster.yaml")]
-# single machines' presets: tests/cluster/test_colocate.py plans one_gpu.yaml onto one GPU; the powered, matched
+# single machines' presets: the one-GPU presets use one GPU of a cluster (test_the_one_gpu_presets_...
+# below; tests/cluster/test_colocate.py plans one_gpu.yaml onto a one-GPU node type); the powered, matched
 # and revisit learning presets and the researcher's fast learning preset run vLLM on the CPU of one machine
 # (tests/pipelines/test_builder_headroom.py checks the builder presets' corpora)
-ONE_MACHINE = ("one_gpu.yaml", "learning_builder_powered.yaml", "learning_builder_matched.yaml",
+ONE_GPU = ("one_gpu.yaml", "one_gpu_full.yaml")
+ONE_MACHINE = (*ONE_GPU, "learning_builder_powered.yaml", "learning_builder_matched.yaml",
                "learning_builder_revisit.yaml", "researcher_learning_fast.yaml")
 JOBS = {p.name: [str(p)] for p in sorted((ROOT / "configs").glob("*.yaml")) if p.name not in ONE_MACHINE}
 JOBS |= {"train_builder+cluster": BUILDER, "researcher_memorygym+researcher_cluster": RESEARCHER}
@@ -66,6 +71,25 @@ def test_every_preset_plans_onto_both_cluster_files(name, cluster):
         return
     assert report.idle_gpus == 0 and report.used_gpus > 0 and not report.warnings, report.warnings
     assert all(k in report.memory for k in ("learner@learner", "rollout@rollout")), report.memory
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS, ids=["launcher", "kuberay"])
+@pytest.mark.parametrize("preset", ONE_GPU)
+def test_the_one_gpu_presets_plan_onto_one_gpu_of_a_rollout_node_of_both_cluster_files(preset, cluster):
+    """The learner and its vLLM engine share one GPU of a node with the rollout image (trainer and vLLM
+    environments); the full-weight preset publishes by CUDA IPC, which needs exactly that."""
+    report = run([str(ROOT / "configs/train_builder.yaml"), str(ROOT / "configs" / preset)], cluster,
+                 "out_dir=/shared/runs/job")
+    assert report.ok, report.problems
+    lines = [line for line in report.lines if "->" in line]
+    pair = [line.split("-> ")[1] for line in lines if line.strip().startswith(("learner rank", "rollout worker"))]
+    assert pair == ["rollout#1 GPU 0", "rollout#1 GPU 0"] and report.used_gpus == 1
+    shared = report.memory["colocated@rollout"]
+    assert max(shared["sampling"], shared["updating"]) <= shared["gpu_gib"]
+    job = load_job([str(ROOT / "configs/train_builder.yaml"), str(ROOT / "configs" / preset)])
+    full = preset == "one_gpu_full.yaml"
+    assert (job["learner"]["lora"]["enabled"], job["rollout"]["options"].get("weight_transfer")) == \
+        ((False, "ipc") if full else (True, None))
 
 
 def test_the_gpu_presets_are_not_cpu_presets_and_the_cpu_ones_are():
@@ -122,15 +146,17 @@ def test_learner_memory_without_checkpointing_or_a_token_budget(files, overrides
 
 
 def test_fp32_weights_and_whole_vocabulary_logprobs_cost_what_they_should():
-    shape = KNOWN["qwen2.5-7b"]
-    bf16 = learner_memory(shape, load_learner(), 16384)
-    fp32 = learner_memory(shape, load_learner("learner.precision=fp32"), 16384)
-    whole = learner_memory(shape, load_learner("learner.logprob_chunk=0"), 16384)
+    shape, batch = KNOWN["qwen2.5-7b"], MicroBatch(16384, 8192)
+    bf16 = learner_memory(shape, load_learner(), batch)
+    fp32 = learner_memory(shape, load_learner("learner.precision=fp32"), batch)
+    whole = learner_memory(shape, load_learner("learner.logprob_chunk=0"), batch)
     assert fp32.weights == pytest.approx(2 * bf16.weights)
-    assert whole.logprobs > 10 * bf16.logprobs  # 16k positions x 152k vocabulary, against one chunk
-    two = learner_memory(shape, load_learner("learner.workers=1"), 16384)
+    chunk = "log-prob chunk (recomputed, backward)"  # 16k positions x 152k vocabulary, against one chunk of 1024
+    assert whole.parts["logprobs"][chunk] == pytest.approx(16 * bf16.parts["logprobs"][chunk], rel=0.01)
+    assert whole.phases["logprobs"] > 3 * bf16.phases["logprobs"]
+    two = learner_memory(shape, load_learner("learner.workers=1"), batch)
     assert two.optimizer == pytest.approx(2 * bf16.optimizer)  # ZeRO-2 splits AdamW's state over the ranks
-    three = learner_memory(shape, load_learner("learner.deepspeed.zero_stage=3"), 16384)
+    three = learner_memory(shape, load_learner("learner.deepspeed.zero_stage=3"), batch)
     assert three.weights == pytest.approx(bf16.weights / 2)
 
 

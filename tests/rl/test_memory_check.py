@@ -14,7 +14,8 @@ from librarian.learner import LearnerConfig, LoraConfig
 from librarian.learner.config import DeepSpeedConfig
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.planning.memory_check import fit
-from librarian.planning.memory_estimate import GIB, KNOWN, learner_memory
+from librarian.planning.memory_estimate import MicroBatch, learner_memory
+from librarian.planning.model_shape import GIB, KNOWN
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILDER = [f"config={ROOT / 'configs/train_builder.yaml'}"]
@@ -62,14 +63,15 @@ def _full(**kw) -> LearnerConfig:
 
 
 def test_zero2_counts_the_float32_gradient_partition_of_the_optimizer_step():
-    shape = KNOWN["qwen2.5-7b"]
-    two = learner_memory(shape, _full(), 16384)
+    shape, batch = KNOWN["qwen2.5-7b"], MicroBatch(16384, 8192)
+    two = learner_memory(shape, _full(), batch)
     assert two.step_gradients == pytest.approx(shape.params * 4 / 2 / GIB)  # this rank's partition, in float32
-    assert two.total == pytest.approx(two.resident + max(two.activations + two.logprobs, two.step_gradients))
-    assert two.step_gradients > two.activations + two.logprobs  # so the step is this rank's peak
+    assert two.phases["step"] >= two.step_gradients and two.peak_phase == "step"  # so the step is this rank's peak
+    learning = max(v for k, v in two.phases.items() if k != "step")
+    assert two.total == pytest.approx(two.resident + two.phases["step"]) and two.phases["step"] > learning
     for other in (_full(stage=3), _full(offload=True), _full(engine="torch")):
-        assert learner_memory(shape, other, 16384).step_gradients == 0.0
+        assert learner_memory(shape, other, batch).step_gradients == 0.0
     # a GPU between the two peaks: fits without the transient, not with it
-    between = two.resident + (two.activations + two.logprobs + two.step_gradients) / 2
+    between = two.resident + (learning + two.phases["step"]) / 2
     verdict = fit(shape, _full(), 8192, between)
     assert verdict.learner.micro_batch_tokens == 16384 and not verdict.ok
