@@ -88,3 +88,8 @@ class RolloutRecord:
     @property
     def key(self) -> tuple[str, int]:
         return (self.job_id, self.index)
+
+    @property
+    def group(self) -> str:
+        """Its GRPO group: the builds of one corpus in one job (a job over several corpora holds one group each)."""
+        return f"{self.job_id}/{self.corpus_id}"

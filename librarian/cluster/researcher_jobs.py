@@ -88,3 +88,8 @@ class ResearchRecord:
     @property
     def key(self) -> tuple[str, int]:
         return (self.job_id, self.index)
+
+    @property
+    def group(self) -> str:
+        """Its GRPO group: the job (its `group_size` episodes of one question)."""
+        return self.job_id

@@ -44,18 +44,18 @@ def policy_samples(scored: Scored, cfg: Any) -> tuple[list, dict[str, float]]:
     samples, figures, flat = _group_advantages(scored, cfg)
     if not cfg.filter_flat_groups or not flat:
         return samples, figures
-    kept = scored.subset([i for i, r in enumerate(scored.records) if r.job_id not in flat])
+    kept = scored.subset([i for i, r in enumerate(scored.records) if r.group not in flat])
     samples = _group_advantages(kept, cfg)[0] if kept.records else []  # within-group advantages are unchanged
     return samples, {**figures, "flat_groups_dropped": float(len(flat))}
 
 
 def _group_advantages(scored: Scored, cfg: Any) -> tuple[list, dict[str, float], set]:
-    """The samples, the advantage figures and the job ids of the groups whose advantages are all zero."""
+    """The samples, the advantage figures and the groups (`record.group`) whose advantages are all zero."""
     keep = [i for i, rs in enumerate(scored.turn_rewards) if rs]  # records with a turn to train on
     if not keep:
         return [], {"nonzero_advantage_fraction": 0.0}, set()
     part = scored.subset(keep)
-    groups = [r.job_id for r in part.records]
+    groups = [r.group for r in part.records]
     samples, adv = group_samples([r.trajectory for r in part.records], part.turn_rewards, groups,
                                  estimator=cfg.advantage, gamma=cfg.gamma, scale_by_std=cfg.scale_by_std,
                                  policy_versions=[r.policy_version for r in part.records])

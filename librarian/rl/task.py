@@ -9,7 +9,8 @@ A task says which rollout jobs a step runs and what the rollouts earned:
         def rows(self, scored, step): ...         # JSON rows for trajectories.jsonl
 
 Records are a rollout worker's (`job_id`, `index`, `policy_version`,
-`trajectory`); groups are jobs (a job's `group_size` rollouts of one prompt).
+`trajectory`, `group`); a GRPO group is a record's `group`: a job's `group_size` rollouts of one prompt
+(a builder job over several corpora holds one group a corpus).
 The loop does the rest: rollouts, the stale filter, advantages, the update,
 the weight publish, metrics, checkpoints.
 """

@@ -37,7 +37,7 @@ RESEARCHER = [str(ROOT / "configs/researcher_memorygym.yaml"), str(ROOT / "confi
 # (tests/pipelines/test_builder_headroom.py checks the builder presets' corpora)
 ONE_GPU = ("one_gpu.yaml", "one_gpu_full.yaml")
 ONE_MACHINE = (*ONE_GPU, "learning_builder_powered.yaml", "learning_builder_matched.yaml",
-               "learning_builder_revisit.yaml", "researcher_learning_fast.yaml")
+               "learning_builder_revisit.yaml", "learning_builder_transfer.yaml", "researcher_learning_fast.yaml")
 JOBS = {p.name: [str(p)] for p in sorted((ROOT / "configs").glob("*.yaml")) if p.name not in ONE_MACHINE}
 JOBS |= {"train_builder+cluster": BUILDER, "researcher_memorygym+researcher_cluster": RESEARCHER}
 

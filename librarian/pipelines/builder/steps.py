@@ -40,11 +40,19 @@ class BuilderTask:
         self.initial = initial
 
     def jobs(self, step: int, version: int) -> list[BuildJob]:
+        """The step's `batch_size` corpora, `group_size` builds each. Without hints a step's corpora are spread over
+        at most `rollout.workers` jobs, each built in one episode batch (one GRPO group a corpus); with hints (a
+        job's hints are one corpus's) every corpus is its own job."""
         hints, learner = self.cfg.rollout.hint_every > 0, self.cfg.learner
-        return [BuildJob(f"s{step}-b{b}-{c.corpus_id}", c.corpus_id, c.docs, group_size=learner.group_size,
-                         seed=job_seed(self.cfg.seed, step, b), min_version=version,
-                         hints=c.hints() if hints else [])
-                for b, c in rotation(self.corpora, step, learner.batch_size)]
+        chosen = rotation(self.corpora, step, learner.batch_size)
+        if hints or len(chosen) == 1:
+            return [BuildJob(f"s{step}-b{b}-{c.corpus_id}", c.corpus_id, c.docs, group_size=learner.group_size,
+                             seed=job_seed(self.cfg.seed, step, b), min_version=version,
+                             hints=c.hints() if hints else []) for b, c in chosen]
+        lanes = min(len(chosen), max(1, self.cfg.rollout.workers))
+        return [BuildJob(f"s{step}-b{w}", "", [], group_size=learner.group_size, seed=job_seed(self.cfg.seed, step, w),
+                         min_version=version, corpora=[(c.corpus_id, c.docs) for b, c in chosen if b % lanes == w])
+                for w in range(lanes)]
 
     def rewards(self, records: Sequence[Any]) -> list[RolloutRewards]:
         """Each build's per-turn rewards (every turn), U(F_0), probe utilities and U(F_T); the step's snapshots
