@@ -16,9 +16,10 @@ hint-guided outcome GRPO with the source-recall reward):
 OUT/results.json holds `valid_call_rate` (per GRPO step: the share of policy turns whose message parsed into tool
 calls with no call error), `source_recall_per_step` and `control_source_recall_per_step` (mean source recall of the
 step's trajectories, from each run's trajectories.jsonl), `reward_gain` (mean per-trajectory source recall of the
-last `--ends` steps minus the first, 3 by default) with `reward_gain_ci` (bootstrap 95%, trajectories resampled within each end) and
+last `--ends` steps minus the first, 3 by default) with `reward_gain_ci` (bootstrap 95% over questions: a question at
+both ends is paired with itself, whole questions resampled) and
 the same for the control, `gain_over_control` with `gain_over_control_ci` (run minus control build by build at each
-step after the first: the same question and seeds, so question difficulty cancels; whole steps resampled),
+step after the first: the same question and seeds, so question difficulty cancels; whole questions resampled),
 `nonzero_advantage_fraction` (per step: the share of question groups whose advantages are not all zero, i.e. whose
 G trajectories did not all get the same recall), the evaluation's `eval_source_recall_trained|sft_only` (the run's
 and the control's policy on the test questions, with CIs), `eval_trained_minus_sft_only` (paired bootstrap over
@@ -54,9 +55,9 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     pool_report,
     read_results,
     reward_gain,
-    rewards_by_step,
     run_concurrently,
     shared_warm_start,
+    unit_rewards_by_step,
 )
 from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci  # noqa: E402
 from librarian.pipelines.researcher.config import TrainResearcherConfig  # noqa: E402
@@ -134,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         control = run_pipeline(args.config, out / "control",
                                [*control_overrides(common, sft_lr), *shared_warm_start(out, common)])
         control_s = time.perf_counter() - started - run_s
-    per_step = rewards_by_step(out / "run", lambda row: row["reward"])
-    control_per_step = rewards_by_step(out / "control", lambda row: row["reward"])
+    per_step = unit_rewards_by_step(out / "run", lambda row: row["reward"])  # (question, recall) per trajectory
+    control_per_step = unit_rewards_by_step(out / "control", lambda row: row["reward"])
     history, control_history = run["history"], control["history"]
     valid = [float(h.get("valid_call_rate", 0.0)) for h in history]
     run_gain, control_gain = reward_gain(per_step, args.ends), reward_gain(control_per_step, args.ends)
@@ -143,8 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         "config": args.config, "steps": args.steps, "overrides": args.overrides, "gain_ends": run_gain["ends"],
         "valid_call_rate": valid,
         "control_valid_call_rate": [float(h.get("valid_call_rate", 0.0)) for h in control_history],
-        "source_recall_per_step": [statistics.fmean(v) for v in per_step.values()],
-        "control_source_recall_per_step": [statistics.fmean(v) for v in control_per_step.values()],
+        "source_recall_per_step": [statistics.fmean(r for _, r in v) for v in per_step.values()],
+        "control_source_recall_per_step": [statistics.fmean(r for _, r in v) for v in control_per_step.values()],
         "reward_gain": run_gain["gain"], "reward_gain_ci": run_gain["ci"],
         "control_reward_gain": control_gain["gain"], "control_reward_gain_ci": control_gain["ci"],
         **over_control_fields(per_step, control_per_step),

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from librarian.evaluation.learning_curves import gain_over_control, rewards_by_step
+from librarian.evaluation.learning_curves import gain_over_control, unit_rewards_by_step
 from librarian.evaluation.plots import StepSeries, plot_step_panels
 from librarian.models.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 
@@ -51,15 +51,15 @@ def tools_seen(*run_dirs: Path) -> list[str]:
     return sorted(seen)
 
 
-def tool_use_by_step(run_dir: Path, tool: str) -> dict[int, list[float]]:
-    """Step -> one 1.0 or 0.0 a trajectory: whether it called `tool`."""
-    return rewards_by_step(run_dir, lambda row: float(tool in called_tools(row)))
+def tool_use_by_step(run_dir: Path, tool: str) -> dict[int, list[tuple[str, float]]]:
+    """Step -> one (unit, 1.0 or 0.0) a trajectory: whether it called `tool`."""
+    return unit_rewards_by_step(run_dir, lambda row: float(tool in called_tools(row)))
 
 
-def late_shift(run: dict[int, list[float]], control: dict[int, list[float]], last: int = LATE_STEPS,
-               seed: int = 0) -> dict[str, Any]:
+def late_shift(run: dict[int, list[tuple[str, float]]], control: dict[int, list[tuple[str, float]]],
+               last: int = LATE_STEPS, seed: int = 0) -> dict[str, Any]:
     """The run's mean minus the control's over the last `last` steps both have (paired trajectory by trajectory,
-    whole steps resampled), never including the first step (still one policy); raises ValueError with fewer
+    whole units resampled), never including the first step (still one policy); raises ValueError with fewer
     than 2 shared steps."""
     steps = sorted(set(run) & set(control))
     if len(steps) < 2:
@@ -69,9 +69,9 @@ def late_shift(run: dict[int, list[float]], control: dict[int, list[float]], las
     return {"difference": out["gain"], "ci": out["ci"], "steps": out["steps"], "from_step": start}
 
 
-def step_means(per_step: dict[int, list[float]]) -> list[float]:
+def step_means(per_step: dict[int, list[tuple[str, float]]]) -> list[float]:
     """The mean of each step's values, in step order."""
-    return [sum(v) / len(v) for _, v in sorted(per_step.items())]
+    return [sum(x for _, x in v) / len(v) for _, v in sorted(per_step.items())]
 
 
 def behaviour_fields(run_dir: Path, control_dir: Path, last: int = LATE_STEPS) -> dict[str, Any]:

@@ -1,10 +1,13 @@
 """Learning curves of an RL run against its control: per-step rewards, the gain with a CI, and the plot.
 
 Shared by the learning benchmarks of the builder and the researcher: a run
-and a control (`learner.lr=0`) each write `trajectories.jsonl`; the gain is
-the mean reward of the last `ends` steps minus the first `ends`, with a
-bootstrap 95% CI that resamples the trajectories at each end; the gain over
-the control compares the two runs build by build at each step.
+and a control (`learner.lr=0`) each write `trajectories.jsonl`. A
+trajectory belongs to a *unit*, what the policy was trained on (the
+builder's corpus, the researcher's question), and trajectories of one unit
+are not independent evidence, so every interval here resamples whole units:
+the gain is the mean reward of the last `ends` steps minus the first `ends`,
+paired unit by unit where the same units come back at both ends; the gain
+over the control compares the two runs build by build at each step.
 """
 
 from __future__ import annotations
@@ -12,15 +15,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from librarian.evaluation.metrics.bootstrap import cluster_bootstrap_ci, unpaired_difference_ci
+from librarian.evaluation.metrics.bootstrap import cluster_bootstrap_ci, cluster_difference_ci
+from librarian.evaluation.metrics.seeds import seed_interval
 
 ENDS = 3
+UNIT_KEYS = ("corpus", "question", "job")  # what a trajectories.jsonl row was trained on, first found
 
 
 def turn_reward_sum(row: dict) -> float:
@@ -29,98 +35,119 @@ def turn_reward_sum(row: dict) -> float:
     return sum(t["reward"] for t in row["turns"])
 
 
-def rewards_by_step(run_dir: Path, reward: Callable[[dict], float]) -> dict[int, list[float]]:
-    """Step -> every trajectory's reward (`reward(row)`), from a run's trajectories.jsonl, in step order."""
-    out: dict[int, list[float]] = {}
+def row_unit(row: dict) -> str:
+    """The unit a trajectories.jsonl row was trained on: its corpus (builder), question (researcher) or job."""
+    return str(next(row[k] for k in UNIT_KEYS if k in row))
+
+
+def unit_rewards_by_step(run_dir: Path, reward: Callable[[dict], float]) -> dict[int, list[tuple[str, float]]]:
+    """Step -> every trajectory's (unit, reward) (`reward(row)`), from a run's trajectories.jsonl, in step order."""
+    out: dict[int, list[tuple[str, float]]] = {}
     with (Path(run_dir) / "trajectories.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             row = json.loads(line)
-            out.setdefault(int(row["step"]), []).append(float(reward(row)))
+            out.setdefault(int(row["step"]), []).append((row_unit(row), float(reward(row))))
     return dict(sorted(out.items()))
 
 
+def rewards_by_step(run_dir: Path, reward: Callable[[dict], float]) -> dict[int, list[float]]:
+    """Step -> every trajectory's reward (`reward(row)`), from a run's trajectories.jsonl, in step order."""
+    return {s: [r for _, r in rows] for s, rows in unit_rewards_by_step(run_dir, reward).items()}
+
+
 def ends_by_corpus(run_dir: Path, reward: Callable[[dict], float], ends: int = ENDS) -> dict[str, dict[str, float]]:
-    """Per corpus trained on at both ends of a run (the first and the last `ends` steps): its mean reward at each
-    end, from the run's trajectories.jsonl (rows with `step` and `corpus`); {} when no corpus is at both ends."""
-    rows = [json.loads(line) for line in (Path(run_dir) / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-    steps = sorted({int(r["step"]) for r in rows})
+    """Per unit trained on at both ends of a run (the first and the last `ends` steps): its mean reward at each
+    end; {} when no unit is at both ends."""
+    per_step = unit_rewards_by_step(run_dir, reward)
+    steps = sorted(per_step)
     ends = min(ends, len(steps) // 2)
     if not ends:
         return {}
-    first, last = set(steps[:ends]), set(steps[-ends:])
-    by_end: dict[str, dict[str, list[float]]] = {}
-    for r in rows:
-        end = "first" if int(r["step"]) in first else "last" if int(r["step"]) in last else None
-        if end:
-            by_end.setdefault(str(r["corpus"]), {"first": [], "last": []})[end].append(float(reward(r)))
-    return {c: {end: sum(v) / len(v) for end, v in both.items()}
-            for c, both in sorted(by_end.items()) if both["first"] and both["last"]}
+    first, last = _by_unit(per_step, steps[:ends]), _by_unit(per_step, steps[-ends:])
+    return {u: {"first": statistics.fmean(first[u]), "last": statistics.fmean(last[u])}
+            for u in sorted(first) if u in last}
 
 
-def reward_gain(per_step: dict[int, list[float]], ends: int = ENDS, seed: int = 0) -> dict[str, Any]:
-    """Mean reward of the last `ends` steps minus the first `ends` with a bootstrap 95% CI (fewer ends when
-    the run is shorter than 2 x `ends` steps); raises ValueError with fewer than 2 steps."""
+def _by_unit(per_step: dict[int, list[tuple[str, float]]], steps: Sequence[int]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for s in steps:
+        for unit, r in per_step[s]:
+            out.setdefault(unit, []).append(r)
+    return out
+
+
+def reward_gain(per_step: dict[int, list[tuple[str, float]]], ends: int = ENDS, seed: int = 0) -> dict[str, Any]:
+    """Mean reward of the last `ends` steps minus the first `ends`, with a 95% CI over units (fewer ends when the run
+    is shorter than 2 x `ends` steps). Units trained on at both ends are paired: the gain is the mean of their
+    own gains, whole units resampled (`paired` lists them); with none in common the two ends' units are resampled
+    each on its own. Raises ValueError with fewer than 2 steps."""
     steps = sorted(per_step)
     if len(steps) < 2:
         raise ValueError(f"a reward gain needs at least 2 GRPO steps, the run has {len(steps)}")
     ends = min(ends, len(steps) // 2)
-    first = [r for s in steps[:ends] for r in per_step[s]]
-    last = [r for s in steps[-ends:] for r in per_step[s]]
-    ci = unpaired_difference_ci(last, first, seed=seed)
-    return {"gain": ci.point, "ci": ci.as_list(), "ends": ends}
+    first, last = _by_unit(per_step, steps[:ends]), _by_unit(per_step, steps[-ends:])
+    both = sorted(u for u in first if u in last)
+    if both:
+        gains = [statistics.fmean(last[u]) - statistics.fmean(first[u]) for u in both]
+        ci = cluster_bootstrap_ci(gains, both, seed=seed)
+        return {"gain": ci.point, "ci": ci.as_list(), "ends": ends, "paired": len(both)}
+    ci = cluster_difference_ci([r for u in last for r in last[u]], [u for u in last for _ in last[u]],
+                               [r for u in first for r in first[u]], [u for u in first for _ in first[u]], seed=seed)
+    return {"gain": ci.point, "ci": ci.as_list(), "ends": ends, "paired": 0}
 
 
-def gain_over_control(run: dict[int, list[float]], control: dict[int, list[float]], skip: int = 1,
-                      seed: int = 0) -> dict[str, Any]:
-    """Mean reward of the run minus the control's, build by build at the same step (the same corpus and
-    sampling seeds), over the steps both have after the first `skip` (where the two are still one policy),
-    with a bootstrap 95% CI resampling whole steps; raises ValueError when no such step exists.
+def gain_over_control(run: dict[int, list[tuple[str, float]]], control: dict[int, list[tuple[str, float]]],
+                      skip: int = 1, seed: int = 0) -> dict[str, Any]:
+    """Mean reward of the run minus the control's, build by build at the same step (the same unit and sampling
+    seeds), over the steps both have after the first `skip` (where the two are still one policy), with a 95% CI
+    resampling whole units; raises ValueError when no such step exists.
 
-    Unlike `reward_gain` it does not compare different corpora (the two ends of a run)."""
+    Unlike `reward_gain` it does not compare different units (the two ends of a run)."""
     steps = [s for s in sorted(set(run) & set(control)) if s >= skip]
     if not steps:
         raise ValueError(f"no GRPO step after step {skip - 1} is in both the run and the control")
-    pairs = [(s, r, c) for s in steps for r, c in zip(run[s], control[s], strict=True)]
-    ci = cluster_bootstrap_ci([r for _, r, _ in pairs], [s for s, _, _ in pairs], [c for _, _, c in pairs],
+    pairs = [(u, r, c) for s in steps for (u, r), (_, c) in zip(run[s], control[s], strict=True)]
+    ci = cluster_bootstrap_ci([r for _, r, _ in pairs], [u for u, _, _ in pairs], [c for _, _, c in pairs],
                               statistic="mean_difference", seed=seed)
-    return {"gain": ci.point, "ci": ci.as_list(), "steps": len(steps)}
+    return {"gain": ci.point, "ci": ci.as_list(), "steps": len(steps), "units": len({u for u, _, _ in pairs})}
 
 
-def pooled_gain_over_control(pairs: Sequence[tuple[dict[int, list[float]], dict[int, list[float]]]], skip: int = 1,
-                             seed: int = 0) -> dict[str, Any]:
-    """`gain_over_control` over several (run, control) pairs, e.g. replicates with other seeds or settings: each
-    pair's steps stay its own (a step is only ever paired with the same step of its own control), each pair's
-    first `skip` steps are left out, and the CI resamples whole steps of all pairs; raises ValueError when no
-    step is left."""
-    offset = 1 + max((s for r, c in pairs for s in (*r, *c)), default=0)
-    run: dict[int, list[float]] = {}
-    control: dict[int, list[float]] = {}
-    for k, (r, c) in enumerate(pairs):
-        for s in set(r) & set(c):
-            if s >= skip:
-                run[k * offset + s], control[k * offset + s] = r[s], c[s]
-    out = gain_over_control(run, control, skip=0, seed=seed)
-    return {**out, "pairs": len(pairs)}
+def seed_gains(pairs: Sequence[tuple[dict, dict]], skip: int = 1, seed: int = 0) -> dict[str, Any]:
+    """`gain_over_control` of several (run, control) pairs, each a seed of one method: every seed's gain with its
+    own CI (units resampled), and the mean over seeds with the between-seed t interval, the seed being the unit
+    (`metrics.seeds.seed_interval`; needs 2 or more seeds)."""
+    per_seed = [gain_over_control(r, c, skip=skip, seed=seed) for r, c in pairs]
+    between = seed_interval([g["gain"] for g in per_seed])
+    return {"per_seed": per_seed, "gain": between.mean, "ci": between.as_list(), "df": between.df,
+            "seeds": len(per_seed)}
 
 
-def pool_report(out: Path, folders: Sequence[Path], reward: Callable[[dict], float]) -> dict[str, Any]:
-    """`--pool`: the gain over the control pooled over earlier benchmark folders (each holding `run/` and
-    `control/`), written to `out/pooled.json`; raises ValueError naming a folder that lacks either."""
+def pool_report(out: Path, folders: Sequence[Path], reward: Callable[[dict], float],
+                extra: Callable[[Sequence[Path]], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`--pool`: earlier benchmark folders (each holding `run/` and `control/`), one a seed, pooled with the seed
+    as the unit (`seed_gains`), plus `extra(folders)` (the builder's exam), written to `out/pooled.json`; raises
+    ValueError naming a folder that lacks either run, or with fewer than 2 folders."""
+    if len(folders) < 2:
+        raise ValueError(f"pooling over seeds needs 2 or more benchmark folders, got {len(folders)}")
     pairs = []
     for folder in folders:
         missing = [w for w in ("run", "control") if not (Path(folder) / w / "trajectories.jsonl").is_file()]
         if missing:
             raise ValueError(f"{folder}: no {' or '.join(missing)} trajectories; --pool takes benchmark OUT folders")
-        pairs.append((rewards_by_step(Path(folder) / "run", reward), rewards_by_step(Path(folder) / "control", reward)))
-    pooled = pooled_gain_over_control(pairs)
-    result = {"folders": [str(f) for f in folders], "gain_over_control": pooled["gain"],
-              "gain_over_control_ci": pooled["ci"], "steps": pooled["steps"], "pairs": pooled["pairs"]}
+        pairs.append((unit_rewards_by_step(Path(folder) / "run", reward),
+                      unit_rewards_by_step(Path(folder) / "control", reward)))
+    pooled = seed_gains(pairs)
+    result = {"folders": [str(f) for f in folders], "seeds": len(folders),
+              "gain_over_control": pooled["gain"], "gain_over_control_ci": pooled["ci"],
+              "gain_over_control_per_seed": [{"folder": str(f), "gain": g["gain"], "ci": g["ci"]}
+                                             for f, g in zip(folders, pooled["per_seed"], strict=True)],
+              **(extra(folders) if extra is not None else {})}
     (Path(out) / "pooled.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
 
 
-def over_control_fields(run: dict[int, list[float]], control: dict[int, list[float]]) -> dict[str, Any]:
+def over_control_fields(run: dict[int, list[tuple[str, float]]],
+                        control: dict[int, list[tuple[str, float]]]) -> dict[str, Any]:
     """`gain_over_control` as a learning benchmark's result fields (none for a run of one step)."""
     try:
         out = gain_over_control(run, control)

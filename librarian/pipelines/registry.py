@@ -58,6 +58,7 @@ REGISTRY: dict[str, Command] = {
     "data": Command("librarian.datasets.cli:main", "generate or convert a dataset to Parquet"),
     "train_builder": Command(P + "builder.train:main", "Librarian Agents: builder RL with dense telescoping rewards",
                              **_swept("builder.train", "builder.config:TrainBuilderConfig", "builder.train:check", 1)),
+    "exam_builder": Command(P + "builder.exam_saved:main", "the builder exam of a saved policy, on any universe"),
     "train_curator": Command(P + "curator.train:main", "KBGym supervised curation (forward/backward passes)",
                              **_swept("curator.train", "curator.train:TrainCuratorConfig", "curator.train:_check", 2)),
     "train_researcher": Command(P + "researcher.train:main", "JAM: verified-trajectory SFT then hint-guided GRPO",

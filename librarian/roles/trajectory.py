@@ -55,6 +55,9 @@ class TurnRecord:
         return bool(self.response_ids)
 
 
+TUPLE_FIELDS = ("nodes_touched", "prompt_ids", "response_ids", "logprobs")  # TurnRecord fields JSON writes as lists
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """One packed token sequence: ids, loss mask (1 = generated), and log-probs (0.0 where masked)."""
@@ -153,3 +156,11 @@ class Trajectory:
         data = asdict(self)
         data["summary"] = self.summary()
         return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """The trajectory `to_dict` wrote (its summary is recomputed, not read)."""
+        fields = {k: v for k, v in data.items() if k not in ("summary", "turns")}
+        turns = [TurnRecord(**{k: tuple(v) if k in TUPLE_FIELDS else v for k, v in t.items()})
+                 for t in data.get("turns", [])]
+        return cls(**fields, turns=turns)

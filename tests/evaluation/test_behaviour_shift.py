@@ -30,7 +30,7 @@ def write_run(folder, steps: list[list[list[str]]]) -> None:
     with (folder / "trajectories.jsonl").open("w", encoding="utf-8") as fh:
         for s, builds in enumerate(steps):
             for b, names in enumerate(builds):
-                fh.write(json.dumps({"step": s, "index": b, "turns": [turn(n) for n in names]}) + "\n")
+                fh.write(json.dumps({"step": s, "corpus": f"c{b}", "index": b, "turns": [turn(n) for n in names]}) + "\n")
 
 
 def test_called_tools_reads_well_formed_blocks_or_the_kept_call_names():
@@ -47,7 +47,7 @@ def test_a_run_that_stops_merging_shows_a_negative_late_shift(tmp_path):
     control = [[["create_file", "merge_files"]] * builds] * 8
     write_run(tmp_path / "run", run)
     write_run(tmp_path / "control", control)
-    assert tool_use_by_step(tmp_path / "run", "merge_files")[7] == [0.0] * builds
+    assert [x for _, x in tool_use_by_step(tmp_path / "run", "merge_files")[7]] == [0.0] * builds
     fields = behaviour_fields(tmp_path / "run", tmp_path / "control", last=6)
     assert fields["tool_rates"]["merge_files"]["run"] == [1.0, 1.0] + [0.0] * 6
     assert fields["tool_rates"]["merge_files"]["control"] == [1.0] * 8
@@ -60,12 +60,12 @@ def test_a_run_that_stops_merging_shows_a_negative_late_shift(tmp_path):
 
 
 def test_late_shift_never_counts_the_first_step_and_needs_two_steps():
-    run = {0: [1.0], 1: [0.0], 2: [0.0]}
-    control = {0: [1.0], 1: [1.0], 2: [1.0]}
+    run = {0: [("a", 1.0)], 1: [("a", 0.0)], 2: [("a", 0.0)]}
+    control = {0: [("a", 1.0)], 1: [("a", 1.0)], 2: [("a", 1.0)]}
     out = late_shift(run, control, last=10)
     assert out["from_step"] == 1 and out["steps"] == 2 and out["difference"] == -1.0
     with pytest.raises(ValueError, match="at least 2 steps"):
-        late_shift({0: [1.0]}, {0: [1.0], 1: [0.0]})
+        late_shift({0: [("a", 1.0)]}, {0: [("a", 1.0)], 1: [("a", 0.0)]})
 
 
 shares = st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=3, max_size=3), min_size=3, max_size=9)
@@ -76,7 +76,8 @@ shares = st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=3, max_size=3),
 def test_late_shift_is_antisymmetric_and_bounded(run_steps, data):
     control_steps = data.draw(st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=3, max_size=3),
                                        min_size=len(run_steps), max_size=len(run_steps)))
-    run, control = dict(enumerate(run_steps)), dict(enumerate(control_steps))
+    run = {i: [(str(k), x) for k, x in enumerate(v)] for i, v in enumerate(run_steps)}
+    control = {i: [(str(k), x) for k, x in enumerate(v)] for i, v in enumerate(control_steps)}
     forward, backward = late_shift(run, control, last=4), late_shift(control, run, last=4)
     assert forward["difference"] == pytest.approx(-backward["difference"])
     assert -1.0 <= forward["ci"][0] <= forward["difference"] <= forward["ci"][1] <= 1.0

@@ -15,10 +15,11 @@ from librarian.evaluation.learning_curves import (
     gain_over_control,
     plot_learning,
     pool_report,
-    pooled_gain_over_control,
     reward_gain,
     rewards_by_step,
+    seed_gains,
     shared_warm_start,
+    unit_rewards_by_step,
 )
 from librarian.evaluation.metrics import (
     bootstrap_ci,
@@ -27,7 +28,7 @@ from librarian.evaluation.metrics import (
     paired_bootstrap_ci,
     pass_at_k,
 )
-from librarian.evaluation.metrics.bootstrap import unpaired_difference_ci
+from librarian.evaluation.metrics.bootstrap import cluster_difference_ci, unpaired_difference_ci
 
 values = st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=25)
 
@@ -149,19 +150,51 @@ def test_unpaired_difference_ci_covers_a_known_difference_and_detects_a_shift():
     assert shifted.low > 0
 
 
+def units(per_step: dict[int, list[float]], names: str = "abcd") -> dict[int, list[tuple[str, float]]]:
+    """Per-step rewards labelled by unit (position k trains unit names[k] at every step)."""
+    return {step: [(names[k % len(names)], r) for k, r in enumerate(rs)] for step, rs in per_step.items()}
+
+
 def test_reward_gain_and_plot_from_trajectories(tmp_path):
-    rows = [{"step": s, "reward": float(s >= 3 and k < 3)} for s in range(6) for k in range(4)]
+    rows = [{"step": s, "corpus": "abcd"[k], "reward": float(s >= 3 and k < 3)} for s in range(6) for k in range(4)]
     (tmp_path / "trajectories.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    per_step = rewards_by_step(tmp_path, lambda row: row["reward"])
-    assert list(per_step) == list(range(6)) and per_step[4] == [1.0, 1.0, 1.0, 0.0]
+    assert rewards_by_step(tmp_path, lambda row: row["reward"])[4] == [1.0, 1.0, 1.0, 0.0]
+    per_step = unit_rewards_by_step(tmp_path, lambda row: row["reward"])
+    assert list(per_step) == list(range(6)) and per_step[4][3] == ("d", 0.0)
     gain = reward_gain(per_step)
-    assert gain["ends"] == 3 and abs(gain["gain"] - 0.75) < 1e-12 and gain["ci"][0] > 0
-    assert reward_gain({0: [0.0], 1: [1.0]})["ends"] == 1
+    assert gain["ends"] == 3 and abs(gain["gain"] - 0.75) < 1e-12 and gain["paired"] == 4
+    assert reward_gain(units({0: [0.0], 1: [1.0]}))["ends"] == 1
     wide = reward_gain(per_step, ends=2)  # steps 0-1 (all 0) against 4-5 (three of four 1)
     assert wide["ends"] == 2 and abs(wide["gain"] - 0.75) < 1e-12
     assert reward_gain(per_step, ends=1)["gain"] == 0.75 and reward_gain(per_step, ends=6)["ends"] == 3
     plot_learning(tmp_path / "p.png", [0.1, 0.2], [0.1, 0.1], [1.0, 1.0], [0.5, 1.0])
     assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_reward_gain_pairs_units_and_resamples_them_whole():
+    # four corpora at both ends: three gain 1 on every build, one loses 1: corpus by corpus the gain is +0.5, and
+    # the interval over 4 corpora is far wider than one over their 32 builds would be
+    first = {0: [0.0] * 8 + [1.0] * 8, 1: [0.0] * 8 + [1.0] * 8}
+    last = {2: [1.0] * 8 + [0.0] * 8, 3: [1.0] * 8 + [0.0] * 8}
+    per_step = {s: [("abcd"[k // 4], r) for k, r in enumerate(rs)] for s, rs in {**first, **last}.items()}
+    gain = reward_gain(per_step, ends=2)
+    assert gain["paired"] == 4 and gain["gain"] == 0.0  # c and d lose what a and b gain
+    moved = {s: [("abcd"[k // 4], r) for k, r in enumerate(rs)] for s, rs in
+             {0: [0.0] * 16, 1: [0.0] * 16, 2: [1.0] * 12 + [0.0] * 4, 3: [1.0] * 12 + [0.0] * 4}.items()}
+    out = reward_gain(moved, ends=2)
+    assert out["gain"] == 0.75 and out["ci"] == [0.25, 1.0]  # 4 units, three gaining 1, one 0: resampled whole
+    fresh = {0: [("a", 0.0)] * 4, 1: [("b", 1.0)] * 4}  # no unit at both ends: two samples of units
+    assert reward_gain(fresh, ends=1)["paired"] == 0 and reward_gain(fresh, ends=1)["gain"] == 1.0
+
+
+def test_cluster_difference_ci_resamples_each_samples_clusters():
+    x, xc = [1.0] * 20 + [0.0] * 20, ["a"] * 20 + ["b"] * 20
+    y, yc = [0.0] * 40, ["c"] * 20 + ["d"] * 20
+    clustered = cluster_difference_ci(x, xc, y, yc, seed=1)
+    plain = unpaired_difference_ci(x, y, seed=1)
+    assert clustered.point == plain.point == 0.5
+    assert clustered.low == 0.0 and clustered.high == 1.0  # two clusters of x: all 0, half or all 1
+    assert plain.high - plain.low < 0.4
 
 
 def test_ends_by_corpus_gives_each_revisited_corpus_its_mean_at_both_ends(tmp_path):
@@ -181,55 +214,57 @@ def test_the_benchmarks_command_line_takes_the_gains_window(tmp_path):
 
 
 def test_gain_over_control_pairs_builds_by_step():
-    control = {s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)}  # corpus difficulty alternates by step
-    better = {s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else control[s]) for s in range(6)}
+    control = units({s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)})  # corpus difficulty alternates by step
+    better = units({s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else [float(s % 2), 0.0, 1.0, 0.0]) for s in range(6)})
     out = gain_over_control(better, control)
-    assert out["steps"] == 5 and abs(out["gain"] - (15 - 8) / 20) < 1e-12 and out["ci"][0] > 0
+    assert out["steps"] == 5 and out["units"] == 4 and abs(out["gain"] - (15 - 8) / 20) < 1e-12
     same = gain_over_control(control, control)
     assert same["gain"] == 0.0 and same["ci"] == [0.0, 0.0]  # the control against itself: exactly nothing
     with pytest.raises(ValueError, match="no GRPO step"):
-        gain_over_control({0: [1.0]}, {0: [0.0]})
+        gain_over_control(units({0: [1.0]}), units({0: [0.0]}))
 
     @settings(max_examples=30, deadline=None)
     @given(st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=4, max_size=4), min_size=2, max_size=6),
            st.lists(st.lists(st.sampled_from([0.0, 1.0]), min_size=4, max_size=4), min_size=2, max_size=6))
     def antisymmetric(a, b):
         n = min(len(a), len(b))
-        x, y = dict(enumerate(a[:n])), dict(enumerate(b[:n]))
+        x, y = units(dict(enumerate(a[:n]))), units(dict(enumerate(b[:n])))
         assert abs(gain_over_control(x, y)["gain"] + gain_over_control(y, x)["gain"]) < 1e-12
 
     antisymmetric()
 
 
-def test_pooled_gain_over_control_keeps_each_pairs_steps_apart_and_leaves_out_each_first_step(tmp_path):
-    control = {s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)}
-    better = {s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else [0.0] * 4) for s in range(6)}
-    one = pooled_gain_over_control([(better, control)])
-    assert one["gain"] == gain_over_control(better, control)["gain"] and one["steps"] == 5 and one["pairs"] == 1
-    # a second pair whose step 0 differs wildly: left out, as every pair's first step is
-    other = {0: [1.0] * 4, **{s: [0.0] * 4 for s in range(1, 4)}}
-    other_control = {0: [0.0] * 4, **{s: [0.0] * 4 for s in range(1, 4)}}
-    two = pooled_gain_over_control([(better, control), (other, other_control)])
-    assert two["steps"] == 8 and two["pairs"] == 2
-    assert abs(two["gain"] - (15 - 8) / 32) < 1e-12  # 5 steps gain 7 of 20 builds, 3 steps gain nothing
-    with pytest.raises(ValueError, match="no GRPO step"):
-        pooled_gain_over_control([({0: [1.0]}, {0: [0.0]})])
+def test_seeds_are_the_unit_of_the_pooled_gain(tmp_path):
+    control = units({s: [float(s % 2), 0.0, 1.0, 0.0] for s in range(6)})
+    better = units({s: ([1.0, 1.0, 1.0, 0.0] if s >= 1 else [0.0] * 4) for s in range(6)})
+    worse = units({s: ([0.0] * 4 if s >= 1 else [0.0] * 4) for s in range(6)})
+    pooled = seed_gains([(better, control), (worse, control)])
+    gains = [g["gain"] for g in pooled["per_seed"]]
+    assert gains == [gain_over_control(better, control)["gain"], gain_over_control(worse, control)["gain"]]
+    assert pooled["gain"] == pytest.approx(sum(gains) / 2) and pooled["seeds"] == 2 and pooled["df"] == 1
+    assert pooled["ci"][0] < 0 < pooled["ci"][1]  # two seeds that disagree: the interval says so
+    with pytest.raises(ValueError, match="2 or more"):
+        seed_gains([(better, control)])
 
     def write(folder, which, per_step):
         (folder / which).mkdir(parents=True)
-        rows = [{"step": s, "reward": r} for s, rs in per_step.items() for r in rs]
+        rows = [{"step": s, "corpus": u, "reward": r} for s, rs in per_step.items() for u, r in rs]
         (folder / which / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     write(tmp_path / "a", "run", better)
     write(tmp_path / "a", "control", control)
-    write(tmp_path / "b", "run", other)
-    write(tmp_path / "b", "control", other_control)
-    result = pool_report(tmp_path, [tmp_path / "a", tmp_path / "b"], lambda row: row["reward"])
+    write(tmp_path / "b", "run", worse)
+    write(tmp_path / "b", "control", control)
+    result = pool_report(tmp_path, [tmp_path / "a", tmp_path / "b"], lambda row: row["reward"],
+                         extra=lambda folders: {"folders_seen": len(folders)})
     assert json.loads((tmp_path / "pooled.json").read_text()) == result
-    assert result["gain_over_control"] == two["gain"] and result["steps"] == 8
+    assert result["gain_over_control"] == pytest.approx(pooled["gain"]) and result["seeds"] == 2
+    assert result["folders_seen"] == 2 and len(result["gain_over_control_per_seed"]) == 2
     write(tmp_path / "c", "run", better)  # its control never ran
     with pytest.raises(ValueError, match="c: no control trajectories"):
         pool_report(tmp_path, [tmp_path / "a", tmp_path / "c"], lambda row: row["reward"])
+    with pytest.raises(ValueError, match="2 or more"):
+        pool_report(tmp_path, [tmp_path / "a"], lambda row: row["reward"])
 
 
 def test_shared_warm_start_points_the_control_at_the_runs_saved_sft_unless_one_is_named(tmp_path):

@@ -148,3 +148,24 @@ def unpaired_difference_ci(x: Sequence[float], y: Sequence[float], n_boot: int =
     point = float(xs.mean() - ys.mean())
     low, high = (float(v) for v in np.quantile(diffs, [alpha, 1.0 - alpha]))
     return CI(point, min(low, point), max(high, point), level, n_boot)
+
+
+def cluster_difference_ci(x: Sequence[float], x_clusters: Sequence[Hashable], y: Sequence[float],
+                          y_clusters: Sequence[Hashable], n_boot: int = 2000, seed: int = 0,
+                          level: float = 0.95) -> CI:
+    """A bootstrap CI of mean(x) - mean(y) for two independent samples of clustered observations: each sample's
+    whole clusters resampled on its own (e.g. the builds of the corpora at a run's two ends)."""
+    xs, ys = _array("x", x), _array("y", y)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for values, labels in ((xs, x_clusters), (ys, y_clusters)):
+        inv, k = _cluster_index(labels, values.size)
+        sums = np.bincount(inv, weights=values, minlength=k)
+        counts = np.bincount(inv, minlength=k).astype(float)
+        w = np.stack([np.bincount(rng.integers(0, k, size=k), minlength=k) for _ in range(n_boot)]).astype(float)
+        draws.append((w @ sums) / (w @ counts))
+    diffs = draws[0] - draws[1]
+    alpha = (1.0 - level) / 2.0
+    point = float(xs.mean() - ys.mean())
+    low, high = (float(v) for v in np.quantile(diffs, [alpha, 1.0 - alpha]))
+    return CI(point, min(low, point), max(high, point), level, n_boot)

@@ -23,7 +23,9 @@ synthetic file of a build holds, and how much else); `utilities` and
 
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 from typing import Any
 
 from librarian.cluster.builder_jobs import BuildJob
@@ -70,8 +72,9 @@ def by_corpus(records: list) -> dict[str, list]:
 
 def _frozen(record: Any) -> dict[str, Any]:
     traj = record.trajectory
-    return {"final": record.final, "actions": traj.actions, "turns": len(traj.turns), "end": traj.end,
-            "tokens": sum(len(t.response_ids) for t in traj.turns), "calls": [t.text for t in traj.turns]}
+    return {"final": record.final, "trajectory": traj, "actions": traj.actions, "turns": len(traj.turns),
+            "end": traj.end, "tokens": sum(len(t.response_ids) for t in traj.turns),
+            "calls": [t.text for t in traj.turns]}
 
 
 def gathered(snap: Snapshot, support: set[str]) -> tuple[float, float]:
@@ -90,11 +93,12 @@ def gathered(snap: Snapshot, support: set[str]) -> tuple[float, float]:
 
 
 def run_exam(cfg: Any, s: ExamSession, corpora: list, probes: Any, stages: dict[str, dict] | None = None,
-             n_boot: int = 500, keep: list | None = None) -> tuple[list[dict], dict]:
+             n_boot: int = 500, keep: list | None = None, samples_path: Path | None = None) -> tuple[list[dict], dict]:
     """Rows for the results table and the detail (see the module docstring).
 
     `corpora` are the hard exam corpora, `keep` the keep set; `stages` holds earlier `policy_builds` (e.g.
-    untrained_builder, sft_builder) of both; the trained policy and the scripted builder are built here."""
+    untrained_builder, sft_builder) of both; the trained policy and the scripted builder are built here. With
+    `samples_path`, the trained policy's sampled builds of the hard corpora go there (`write_samples`)."""
     keep = list(keep or [])
     every = list(corpora) + keep
     if not every:
@@ -108,6 +112,8 @@ def run_exam(cfg: Any, s: ExamSession, corpora: list, probes: Any, stages: dict[
     sets = {c.corpus_id: "hard" for c in corpora} | {c.corpus_id: "keep" for c in keep}
     detail = _per_corpus(every, builders, probes, sets)
     rows, per_question = _rows(cfg, s, every, builders, probes, n_boot)
+    if samples_path is not None:
+        write_samples(samples_path, builders["trained_builder"], list(corpora))
     stores = ["flat", *builders]
     rates = exam_rates(detail, [c.corpus_id for c in corpora], [c.corpus_id for c in keep], stores, PAIRS,
                        n_boot=max(n_boot, 2000), seed=cfg.seed)
@@ -120,7 +126,16 @@ def run_exam(cfg: Any, s: ExamSession, corpora: list, probes: Any, stages: dict[
 
 
 def _calls(b: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in b.items() if k != "final"}
+    return {k: v for k, v in b.items() if k not in ("final", "trajectory")}
+
+
+def write_samples(path: Path, built: dict[str, Any], corpora: list) -> int:
+    """The sampled builds of `corpora` (token ids, log-probs, grammars) as JSON lines, for measuring the policy
+    that made them against another (`learner.policy_shift`); how many were written."""
+    rows = [json.dumps({"corpus": c.corpus_id, "trajectory": x["trajectory"].to_dict()})
+            for c in corpora for x in built[c.corpus_id]["samples"]]
+    path.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+    return len(rows)
 
 
 def _per_corpus(every: list, builders: dict[str, dict], probes: Any, sets: dict[str, str]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from librarian.rewards.construction import ProbeService
 from librarian.rl import Trainer, check
 
 log = logging.getLogger("librarian.train_builder")
+EXAM_SAMPLES = "exam_samples.jsonl"  # the trained policy's sampled exam builds, token by token
 __all__ = ["check", "main", "run"]
 
 
@@ -83,7 +84,8 @@ def run(cfg: TrainBuilderConfig) -> dict[str, Any]:
         if cfg.exam.enabled:
             log.info("5/5 exam: flat store vs scripted builder vs trained builder on %d hard and %d keep corpora",
                      len(exam), len(keep))
-            rows, exam_detail = run_exam(cfg, t.session, exam, probes, stages, keep=keep)
+            rows, exam_detail = run_exam(cfg, t.session, exam, probes, stages, keep=keep,
+                                         samples_path=t.out / EXAM_SAMPLES)
         results = t.results(history, sft=sft, gate=gate, final_checkpoint=final, rows=rows, exam=exam_detail,
                             probes_run=probes.probes_run, corpora=corpus_summary(sets))
         write_outputs(t.out, results, t.tracker)
