@@ -23,10 +23,13 @@ a partial index makes a wrong count. `provenance` (paper 000's faithful
 fallback): only raw documents are evidence (raw search hits, raw reads, and
 the raw sources a read shows when the tools run with `read_sources`); a
 synthetic file is navigation. It first reads the raw results of the key's
-search to its retrieval `depth` (raw hits a query yields; 0: every page) and
-only then reads the indexes those pages showed, adding their sources' facts:
-what it knows always includes what the flat store would have shown it, so an
-index can add members but never take the flat answer away.
+search to its retrieval `depth` (raw hits a query yields; 0: every page),
+then, while it has actions for a page, a read and the answer, looks through
+further result pages for a synthetic file named after the key (a reader
+navigates by file names; raw hits past the depth are not used), and reads
+the first it meets, adding its sources' facts: what it knows always includes what the flat
+store would have shown it, so an index can add members but never take the
+flat answer away.
 
 It never sees a gold answer or the universe: only the conversation.
 """
@@ -129,12 +132,14 @@ class Knowledge:
     `trust` and `depth` as in the module docstring (`provenance` keeps only raw evidence, the first `depth` raw
     hits of each query)."""
 
-    def __init__(self, events: Sequence[Event], final: bool = False, trust: str = "index", depth: int = 0) -> None:
+    def __init__(self, events: Sequence[Event], final: bool = False, trust: str = "index", depth: int = 0,
+                 left: int = 0) -> None:
         if trust not in TRUSTS:
             raise ValueError(f"reader trust must be one of {', '.join(TRUSTS)}, got {trust!r}")
         if depth < 0:
             raise ValueError(f"reader depth must be >= 0 (0: every page), got {depth}")
         self.final = final  # no more actions: unsettled needs count as exhausted
+        self.left = left  # actions left, this one included (0: unknown)
         self.provenance = trust == "provenance"
         self.depth = depth
         self.facts: set[Fact] = set()
@@ -199,6 +204,14 @@ class Knowledge:
             return any(h.fact is not None and not need.names_index(h.text) for h in hits)
         return any(not need.names_index(h.text) for h in hits)
 
+    def may_look_further(self, need: Need) -> bool:
+        """Provenance trust, past the raw route: whether one more result page may still show an index named after
+        the key (more pages exist, and actions remain for that page, the read and the answer)."""
+        pages = self.pages.get(need.query, [])
+        if not pages or self.left < 3:
+            return False
+        return max(pages, key=lambda e: e.page).has_more and len(pages) < need.max_pages
+
     # ----- need status
     def _read_index_settles(self, need: Need) -> bool:
         if self.provenance:  # an index is never the whole truth
@@ -211,7 +224,11 @@ class Knowledge:
 
     def unread_index(self, need: Need) -> str | None:
         """An index document seen in this need's results that names its key and was not read yet (provenance
-        trust: a synthetic file whose name names the key, as a reader navigates by file names)."""
+        trust: a synthetic file whose name names the key, as a reader navigates by file names; it follows the
+        first such file it meets and no other)."""
+        if self.provenance and any(h.id in self.reads for e in self.pages.get(need.query, ()) for h in e.hits
+                                   if h.id in self.index_hits and need.names_file(h.path)):
+            return None
         for e in sorted(self.pages.get(need.query, ()), key=lambda e: e.page):
             for h in e.hits:
                 names = need.names_file(h.path) if self.provenance else need.names_index(h.text)
@@ -225,7 +242,8 @@ class Knowledge:
             return True
         if self.provenance:
             route = self.raw_route(need)
-            return route == "complete" or (route == "capped" and self.unread_index(need) is None)
+            return route == "complete" or (route == "capped" and self.unread_index(need) is None
+                                           and not self.may_look_further(need))
         pages = self.pages.get(need.query, [])
         if not pages:
             return False
@@ -372,7 +390,8 @@ class KBGymReader:
         budget = budget_from_prompt(messages)
         used = sum(1 for m in messages if m["role"] == "assistant")
         final = budget is not None and used >= budget - 1
-        k = Knowledge(events, final=final, trust=self.trust, depth=self.depth)
+        k = Knowledge(events, final=final, trust=self.trust, depth=self.depth,
+                      left=0 if budget is None else budget - used)
         try:
             return tool_call_text("answer", text=answer_for(question, k))
         except Pending as pending:

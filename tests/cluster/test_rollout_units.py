@@ -17,7 +17,8 @@ from librarian.config import load_config
 from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 from librarian.models.constrained import compiler_for
 from librarian.pipelines.builder.config import TrainBuilderConfig
-from librarian.pipelines.builder.corpora import make_corpora, task_corpora
+from librarian.pipelines.builder.corpora import make_corpora
+from librarian.pipelines.builder.corpus_sets import corpus_sets
 from librarian.rewards import discounted_return
 from librarian.rewards.construction import ProbeService, RewardConfig, fold_tokenless, rollout_rewards
 from librarian.rewards.probe_exam import LocalProbes, ReaderSpec
@@ -158,20 +159,24 @@ def test_a_teacher_for_a_constrained_student_sees_the_compact_signatures(corpus)
     assert "text?: string" not in prompt
 
 
-def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar():
+@pytest.mark.parametrize("preset, call", [("configs/learning_builder.yaml", "merge_files"),
+                                          ("configs/learning_builder_transfer.yaml", "create_file")])
+def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar(preset, call):
     """SFT teaches the teacher's text; GRPO samples under the grammar. A teacher turn the grammar cannot
-    produce (arguments in another order, a path it refuses) trains the student on calls it will never make:
-    on the headroom preset's task every teacher turn, the key index's merge included, must be accepted."""
+    produce (arguments in another order, a path it refuses, more sources than its arrays hold) trains the student
+    on calls it will never make: on each learning preset's task every teacher turn (the key index's merge, or the
+    one-file index of a whole group) must be accepted and fit `rollout.max_new_tokens`."""
     import xgrammar as xgr
 
-    cfg = load_config(TrainBuilderConfig, [], config_file="configs/learning_builder.yaml")
-    corpus = task_corpora(cfg.data, exam=False)[1][0]
+    cfg = load_config(TrainBuilderConfig, ["data.train_corpora=1", "sft.corpora=1", "data.val_corpora=0"],
+                      config_file=preset)
+    corpus = corpus_sets(cfg, exam=False).train[0]
     spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=cfg.rollout.budget, constrained=True,
                                 content_executor="extractive", tool_listing="signatures",
-                                listing_lines=cfg.rollout.listing_lines)
+                                listing_lines=cfg.rollout.listing_lines, max_items=cfg.rollout.max_items)
     worker = BuilderRolloutWorker(spec, RewardConfig(every=1, max_probes=0))
     rec = worker.run(BuildJob("t0", corpus.corpus_id, corpus.docs, group_size=1, greedy=True,
-                              teacher="librarian_builder_compact"))[0]
+                              teacher=cfg.sft.teacher))[0]
     role = librarian_builder(budget=spec.budget)
     ws = Workspace.from_documents(corpus.docs)
     tools = ToolEnv(role, ToolContext(ws), "").reset().tools
@@ -180,7 +185,7 @@ def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar
     grammar = worker.env_factory.loop_config(student, paths, ("",)).grammar(tools, role)
     compiled = compiler_for(worker.backend.tokenizer).compile(grammar)
     texts = [t.text for t in rec.trajectory.turns]
-    assert any('"merge_files"' in t for t in texts) and rec.trajectory.end in ("done", "budget")
+    assert any(f'"{call}"' in t for t in texts) and rec.trajectory.end in ("done", "budget")
     assert max(len(t.response_ids) for t in rec.trajectory.turns) <= cfg.rollout.max_new_tokens
     for text in texts:
         matcher = xgr.GrammarMatcher(compiled)

@@ -96,10 +96,11 @@ def checked(cfg: Any, pool: list[Corpus], count: int, keep: str, what: str, seed
     return out[:count]
 
 
-def disjoint_universes(d: Any) -> None:
-    """Raise CorpusError unless the headroom sets' universes are pairwise disjoint (and each set has some)."""
+def disjoint_universes(d: Any, gate: bool = True) -> None:
+    """Raise CorpusError unless the headroom sets' universes are pairwise disjoint (and each set has some); the
+    gate's only when `gate` (a run that measures it)."""
     sets = {"data.train_seeds": d.train_seeds, "data.sft_seeds": d.sft_seeds, "data.exam_seeds": d.exam_seeds}
-    if d.val_corpora:
+    if d.val_corpora and gate:
         sets["data.val_seeds"] = d.val_seeds
     empty = [k for k, v in sets.items() if not v]
     if empty:
@@ -113,15 +114,16 @@ def disjoint_universes(d: Any) -> None:
                                   "sets no training or SFT corpus came from")
 
 
-def corpus_sets(cfg: Any, exam: bool = True) -> CorpusSets:
+def corpus_sets(cfg: Any, exam: bool = True, only_exam: bool = False) -> CorpusSets:
     """A `train_builder` config's corpus sets (see the module docstring); `exam=False` leaves out the exam and
-    keep sets."""
+    keep sets, `only_exam=True` everything else (the exam of a saved policy)."""
     d = cfg.data
-    teacher_count = cfg.sft.corpora if cfg.sft.enabled and not cfg.sft.init_from else 0
+    teacher_count = cfg.sft.corpora if cfg.sft.enabled and not cfg.sft.init_from and not only_exam else 0
     if not d.headroom:
         _, train, held = task_corpora(d, exam=exam)
-        return CorpusSets(train, held, teacher_corpora(d, train, teacher_count) if teacher_count else [])
-    disjoint_universes(d)
+        return CorpusSets([] if only_exam else train, held,
+                          teacher_corpora(d, train, teacher_count) if teacher_count else [])
+    disjoint_universes(d, gate=not only_exam)
     checks: dict[str, CorpusCheck] = {}
     low, high = d.train_min_support or d.min_support, d.max_support
 
@@ -129,9 +131,10 @@ def corpus_sets(cfg: Any, exam: bool = True) -> CorpusSets:
         return checked(cfg, candidates(d, seeds, tag, low, high), count, "headroom", what, seeds, checks) \
             if count else []
 
-    train = ordered_corpora(hard(d.train_seeds, "w", d.train_corpora, "data.train_corpora"), list(d.train_order))
+    train = [] if only_exam else ordered_corpora(hard(d.train_seeds, "w", d.train_corpora, "data.train_corpora"),
+                                                 list(d.train_order))
     teacher = hard(d.sft_seeds, "s", teacher_count, "sft.corpora")
-    gate = hard(d.val_seeds, "v", d.val_corpora, "data.val_corpora")
+    gate = [] if only_exam else hard(d.val_seeds, "v", d.val_corpora, "data.val_corpora")
     held = hard(d.exam_seeds, "x", d.exam_corpora, "data.exam_corpora") if exam else []
     keep = checked(cfg, candidates(d, d.exam_seeds, "k", d.keep_min_support, d.keep_max_support), d.keep_corpora,
                    "answered", "data.keep_corpora", d.exam_seeds, checks) if exam and d.keep_corpora else []

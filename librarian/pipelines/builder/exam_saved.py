@@ -50,7 +50,7 @@ def run(cfg: ExamBuilderConfig) -> dict[str, Any]:
     """Examine the saved policy; returns the figures also written to results.json."""
     log.info("1/4 exam corpora of universes %s", list(cfg.data.exam_seeds) or [cfg.data.seed])
     try:
-        sets = corpus_sets(cfg, exam=True)
+        sets = corpus_sets(cfg, exam=True, only_exam=True)
     except CorpusError as exc:
         raise ConfigError(str(exc)) from None
     exam, keep = sets.exam, sets.keep
