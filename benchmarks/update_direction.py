@@ -4,8 +4,9 @@
         [--config configs/learning_builder.yaml] [--group-size 8] [--lrs 1e-5 1e-4 3e-4 7e-4 2e-3] [key=value ...]
 
 From the policy after SFT (the config's teacher, corpora, epochs and rate; the checkpoint is kept in OUT/sft and
-reused), one group of `--group-size` builds is sampled on the first training corpus (step 0's job) and another on
-the second (step 1's, held out). Then, for each learning rate, a fresh learner loads the SFT checkpoint and makes
+reused: copy a run's `checkpoints/sft` there to start from it), one group of `--group-size` builds is sampled, by
+the learner's own model on transformers (a vLLM preset's model), on the first training corpus (step 0's job) and
+another on the second (step 1's, held out). Then, for each learning rate, a fresh learner loads the SFT checkpoint and makes
 ONE update on the first group, and the summed log-prob of every build of both groups is measured before and
 after. A useful update raises the successful builds (positive advantage) and lowers the failed ones; one that is
 too large lowers both. Without Ray, probes run in this process (the config's scripted reader).
@@ -35,11 +36,12 @@ from librarian.config import load_config  # noqa: E402
 from librarian.learner import Learner  # noqa: E402
 from librarian.learner.sft import fine_tune  # noqa: E402
 from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
-from librarian.pipelines.builder.corpora import task_corpora, teacher_corpora  # noqa: E402
+from librarian.pipelines.builder.corpus_sets import corpus_sets  # noqa: E402
 from librarian.pipelines.builder.steps import BuilderTask, initial_utilities, teacher_samples  # noqa: E402
 from librarian.rewards.construction import ProbeService  # noqa: E402
 from librarian.rewards.probe_exam import LocalProbes  # noqa: E402
 from librarian.rl.samples import policy_samples  # noqa: E402
+from librarian.rl.session import learner_model  # noqa: E402
 from librarian.rl.task import Scored  # noqa: E402
 
 DEFAULT_CONFIG = "configs/learning_builder.yaml"
@@ -82,12 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     cfg = load_config(TrainBuilderConfig, [*args.overrides, f"learner.group_size={args.group_size}",
-                                           "learner.filter_flat_groups=false"], config_file=args.config)
+                                           "learner.batch_size=1", "learner.filter_flat_groups=false"],
+                      config_file=args.config)
+    cfg.rollout.backend, cfg.rollout.options = learner_model(cfg.rollout)  # the learner's own model samples here
     if cfg.data.train_corpora < 2:
         raise SystemExit("update_direction needs data.train_corpora >= 2 (a trained and a held-out corpus)")
-    _, train, _ = task_corpora(cfg.data, exam=False)
-    teacher = teacher_corpora(cfg.data, train, cfg.sft.corpora)
-    everything = list({c.corpus_id: c for c in train + teacher}.values())
+    sets = corpus_sets(cfg, exam=False)
+    train, teacher = sets.train, sets.teacher
+    everything = sets.everything()
     probes = ProbeService(LocalProbes(cfg.probe), {c.corpus_id: c.questions for c in everything}, cfg.reward)
     task = BuilderTask(cfg, train, probes, initial_utilities(everything, probes))
     worker = BuilderRolloutWorker(cfg.rollout, cfg.reward)

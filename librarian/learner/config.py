@@ -69,6 +69,9 @@ class LearnerConfig:
     lr: float = 4e-5
     weight_decay: float = 0.0
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    eps: float = 1e-8  # AdamW's epsilon. Adam's early steps move every weight by about the learning rate whatever
+    # its gradient (a sign); an eps well above the weights' typical gradient makes a small, noisy gradient give a
+    # small step (SGD-like at lr / eps) while a large, consistent one keeps Adam's step
     max_grad_norm: float = 1.0
     grad_accum: int = 1  # micro-batches per optimizer step (at most: never more than the samples)
     max_tokens_per_micro_batch: int = 0  # > 0: micro-batches by token budget instead of grad_accum (verl's
@@ -109,6 +112,8 @@ def validate(cfg: LearnerConfig) -> LearnerConfig:
         raise LearnerError(f"learner.engine must be one of {', '.join(ENGINES)}, got {cfg.engine!r}")
     if not cfg.lr >= 0:  # 0 is the control run of a learning benchmark: everything runs, nothing moves
         raise LearnerError(f"learner.lr must be >= 0, got {cfg.lr}")
+    if not cfg.eps > 0:
+        raise LearnerError(f"learner.eps must be > 0 (AdamW's epsilon), got {cfg.eps}")
     if cfg.workers < 1:
         raise LearnerError(f"learner.workers must be >= 1, got {cfg.workers}")
     if cfg.grad_accum < 1:

@@ -77,7 +77,7 @@ def ds_config(cfg: LearnerConfig) -> dict[str, Any]:
     if cfg.precision == "bf16":
         conf["bf16"] = {"enabled": True}
     if cfg.deepspeed.cpu_adam:
-        conf["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.betas),
+        conf["optimizer"] = {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.betas), "eps": cfg.eps,
                                                          "weight_decay": cfg.weight_decay}}
     return conf
 
@@ -94,7 +94,7 @@ class DeepSpeedEngine:
         module = prepare_model(model, cfg)
         params = [p for p in module.parameters() if p.requires_grad]
         optimizer = None if cfg.deepspeed.cpu_adam else torch.optim.AdamW(
-            params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
+            params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay)
         self.ds, self.optimizer, _, _ = deepspeed.initialize(model=module, optimizer=optimizer,
                                                              model_parameters=params, config=ds_config(cfg))
         self.module = self.ds
@@ -156,6 +156,14 @@ class DeepSpeedEngine:
         for opt in {id(o): o for o in (self.optimizer, getattr(self.optimizer, "optimizer", None)) if o}.values():
             for group in opt.param_groups:
                 group["lr"] = float(lr)
+
+    def apply_hyperparameters(self) -> None:
+        """The config's lr, betas, eps and weight decay on every parameter group (a loaded optimizer state brings
+        the ones it was saved with)."""
+        c = self.cfg
+        for opt in list({id(o): o for o in (self.optimizer, getattr(self.optimizer, "optimizer", None)) if o}.values()):
+            for group in opt.param_groups:
+                group.update(lr=float(c.lr), betas=tuple(c.betas), eps=float(c.eps), weight_decay=float(c.weight_decay))
 
     def reset_optimizer(self) -> None:
         """Forget the moments of the base optimizer DeepSpeed wraps (its state refills on the next step)."""

@@ -108,7 +108,7 @@ class TorchEngine:
         self.cfg = cfg
         self.module = prepare_model(model, cfg)
         self.params = [p for p in self.module.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas),
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
                                            weight_decay=cfg.weight_decay)
         self.rank, self.world = data_parallel()
         if self.world > 1:  # every replica starts from rank 0's trainable weights
@@ -155,6 +155,14 @@ class TorchEngine:
         """The learning rate of every parameter group from now on."""
         for group in self.optimizer.param_groups:
             group["lr"] = float(lr)
+
+    def apply_hyperparameters(self) -> None:
+        """The config's lr, betas, eps and weight decay on every parameter group (a loaded optimizer state brings
+        the ones it was saved with)."""
+        c = self.cfg
+        for opt in [self.optimizer]:
+            for group in opt.param_groups:
+                group.update(lr=float(c.lr), betas=tuple(c.betas), eps=float(c.eps), weight_decay=float(c.weight_decay))
 
     def reset_optimizer(self) -> None:
         """Forget the optimizer's moments (a new training stage starts from fresh AdamW state)."""

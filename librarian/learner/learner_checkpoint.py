@@ -82,7 +82,8 @@ def _save_group(learner: Learner, folder: Path, header: dict[str, Any], tensors:
 
 
 def load(learner: Learner, folder: str | Path) -> dict[str, Any]:
-    """Resume `learner` from `save`'s folder; returns its `extra`. The base model and config must match."""
+    """Resume `learner` from `save`'s folder; returns its `extra`. The base model and config must match; the
+    optimizer's moments come from the folder, its hyperparameters (lr, betas, eps, weight decay) from the config."""
     cfg = learner.cfg
     header = checkpoint.read_header(folder)
     saved_lora = {k: v for k, v in header["lora"].items() if k != "publish"}
@@ -98,6 +99,7 @@ def load(learner: Learner, folder: str | Path) -> dict[str, Any]:
     learner.engine.load_optimizer_state(checkpoint.read_tensor(folder, "optimizer"))
     _restore_reference(learner, folder, header)
     learner.engine.load(Path(folder))
+    learner.engine.apply_hyperparameters()  # the saved state's moments, this config's lr, betas, eps, decay
     stem = checkpoint.rng_stem(learner.rank)
     checkpoint.set_rng_state(checkpoint.read_tensor(folder, stem if (Path(folder) / f"{stem}.pt").is_file()
                                                     else "rng"))

@@ -193,3 +193,35 @@ def test_gradient_checkpointing_gives_the_same_step(pad_id, lora):
     assert abs(a["loss"] - b["loss"]) < 1e-6 and abs(a["grad_norm"] - b["grad_norm"]) < 1e-5
     sa, sb = plain.publish_weights()[1].state, ckpt.publish_weights()[1].state
     assert sa.keys() == sb.keys() and all(torch.allclose(sa[k], sb[k], atol=1e-6) for k in sa)
+
+
+def test_a_large_eps_makes_the_first_step_follow_the_gradients_size_not_its_sign(pad_id):
+    """Adam's first step moves every weight by about lr whatever its gradient (its sign); with an eps far above the
+    gradients the step is lr / eps times the gradient instead (SGD-like), so weights with tiny, noisy gradients
+    barely move. The full-weights learner shows it on every parameter."""
+    samples = random_samples(4)
+    moved = {}
+    for eps in (1e-8, 10.0):
+        learner = make(pad_id, lr=1e-3, eps=eps, lora=LoraConfig(enabled=False))
+        before = [p.detach().clone() for p in learner.engine.params]
+        learner.step(samples)
+        moved[eps] = torch.cat([(p.detach() - b).abs().flatten() for p, b in zip(learner.engine.params, before,
+                                                                                  strict=True)])
+    sign_like, sized = moved[1e-8], moved[10.0]
+    assert float(sign_like.max()) == pytest.approx(1e-3, rel=0.05)  # every weight with a gradient moves ~lr
+    assert float(sign_like.median()) > 0.5e-3
+    assert float(sized.max()) < 1e-4 and float(sized.median()) < 1e-3 * float(sign_like.median())
+    with pytest.raises(LearnerError, match="learner.eps must be > 0"):
+        make(pad_id, eps=0.0)
+
+
+def test_a_loaded_checkpoint_keeps_its_moments_but_takes_this_configs_hyperparameters(pad_id, tmp_path):
+    saved = make(pad_id, lr=1e-3)
+    saved.step(random_samples(2))
+    saved.save(tmp_path / "ckpt")
+    loaded = make(pad_id, lr=3e-4, eps=1e-4, betas=[0.5, 0.9])
+    loaded.load(tmp_path / "ckpt")
+    group = loaded.engine.optimizer.param_groups[0]
+    assert (group["lr"], group["eps"], tuple(group["betas"])) == (3e-4, 1e-4, (0.5, 0.9))
+    state = loaded.engine.optimizer.state
+    assert state and all(int(s["step"]) == 1 for s in state.values())  # the saved moments came back

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
+import torch  # noqa: TID253
 
 from librarian.learner.policy_shift import kl_on_samples, lora_deltas, trajectory_samples, weight_shift
 from librarian.roles.trajectory import Trajectory, TurnRecord
