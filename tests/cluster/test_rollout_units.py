@@ -168,7 +168,7 @@ def test_every_turn_of_the_compact_teacher_is_a_sentence_of_its_students_grammar
     one-file index of a whole group) must be accepted and fit `rollout.max_new_tokens`."""
     import xgrammar as xgr
 
-    cfg = load_config(TrainBuilderConfig, ["data.train_corpora=1", "sft.corpora=1", "data.val_corpora=0"],
+    cfg = load_config(TrainBuilderConfig, ["data.train_corpora=1", "data.train_order=[]", "sft.corpora=1", "data.val_corpora=0"],
                       config_file=preset)
     corpus = corpus_sets(cfg, exam=False).train[0]
     spec = BuilderRolloutConfig(options={"model": "tiny"}, budget=cfg.rollout.budget, constrained=True,

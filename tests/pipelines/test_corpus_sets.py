@@ -12,7 +12,7 @@ from librarian.pipelines.builder.corpus_sets import corpus_sets
 from librarian.pipelines.builder.headroom import check_corpora
 
 PRESET = "configs/learning_builder_transfer.yaml"
-SMALL = ["data.train_corpora=4", "sft.corpora=4", "data.val_corpora=2", "data.exam_corpora=4", "data.keep_corpora=3"]
+SMALL = ["data.train_corpora=4", "data.train_order=[]", "sft.corpora=4", "data.val_corpora=2", "data.exam_corpora=4", "data.keep_corpora=3"]
 
 
 def small(*extra: str) -> TrainBuilderConfig:

@@ -18,7 +18,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 PRESET = "configs/learning_builder_transfer.yaml"
 TINY = ["rollout.backend=hf", "rollout.options={model: tiny}", "rollout.max_new_tokens=24", "rollout.torch_threads=1",
-        "rollout.cpus_per_worker=0.5", "ray.learner_cpus=0.5", "probe.workers=0", "steps=1", "data.train_corpora=2",
+        "rollout.cpus_per_worker=0.5", "ray.learner_cpus=0.5", "probe.workers=0", "steps=1", "data.train_corpora=2", "data.train_order=[]",
         "sft.corpora=2", "data.val_corpora=2", "data.exam_corpora=2", "data.keep_corpora=1", "exam.samples=2",
         "sft.min_success=0", "learner.lora.rank=4", "learner.lora.alpha=8", "sft.gate_samples=2"]
 RAY_CPUS = 4  # the `ray_session` fixture (tests/conftest.py)
