@@ -36,6 +36,9 @@ def ray_session(request):
 # suite on two pytest-xdist workers, a whole module on one worker (`--dist loadfile`: a module's fixtures are built
 # once); a long module started last would leave one worker running it alone, so these start first.
 HEAVY_FIRST = (
+    # first, so that it runs in a worker no other module has run in: its CPU allocator measurements drift (more
+    # bytes kept a layer) after some other module's tests in the same process, though not after its imports
+    "planning/test_memory_phases.py",
     "pipelines/test_learning_check_turns.py",
     "pipelines/test_ablate_search.py",
     "cluster/test_learner_group.py",
