@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from librarian.models.scripted_kbgym import Event, SearchHit
-from librarian.models.scripted_phantom import (
+from librarian.models.scripted.kbgym import Event, SearchHit
+from librarian.models.scripted.phantom import (
     KIN,
     Fact,
     canonical,
@@ -18,7 +18,7 @@ from librarian.models.scripted_phantom import (
     plural,
     surface,
 )
-from librarian.models.scripted_phantom_reader import (
+from librarian.models.scripted.phantom_reader import (
     Knowledge,
     answer_for,
     index_text,

@@ -9,7 +9,7 @@ import pytest
 
 from librarian.config import load_config
 from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-from librarian.models.scripted_kbgym import Fact, parse_fact
+from librarian.models.scripted.kbgym import Fact, parse_fact
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.builder.corpora import (
     CorpusError,

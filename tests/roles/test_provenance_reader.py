@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from librarian.models import make_backend
-from librarian.models.scripted_reader import Knowledge
+from librarian.models.scripted.reader import Knowledge
 from librarian.roles import ToolContext, ToolEnv, kbgym_reader, run_episode
 from librarian.search import EmbeddedIndex, IndexSync
 from librarian.workspace import CreateFile, Document, Workspace, views

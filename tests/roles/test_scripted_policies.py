@@ -11,8 +11,8 @@ from librarian.datasets import to_documents
 from librarian.datasets.kbgym.build import build_kbgym
 from librarian.datasets.kbgym.templates import TEMPLATES
 from librarian.models import make_backend
-from librarian.models.scripted_curator import question_keys
-from librarian.models.scripted_kbgym import Fact, parse_fact, parse_question
+from librarian.models.scripted.curator import question_keys
+from librarian.models.scripted.kbgym import Fact, parse_fact, parse_question
 from librarian.rewards.scoring import score_answer
 from librarian.roles import (
     ToolContext,

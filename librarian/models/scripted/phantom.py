@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.models.scripted_kbgym import parse_fact
-from librarian.models.scripted_kbgym import parse_question as kbgym_question
+from librarian.models.scripted.kbgym import parse_fact
+from librarian.models.scripted.kbgym import parse_question as kbgym_question
 
 BASE_RELATIONS = ("parent", "child", "sibling", "spouse", "friend")
 # attribute nouns as articles and questions write them -> the attribute

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from librarian.models.base import Message
-from librarian.models.scripted import observation_text
+from librarian.models.scripted.base import observation_text
 
 SINGLE_RELATIONS = ("mother", "father", "spouse")
 SET_RELATIONS = ("child", "sibling", "friend")

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import tool_call_text
-from librarian.models.scripted_kbgym import Fact, budget_from_prompt, parse_fact, transcript
+from librarian.models.scripted.base import tool_call_text
+from librarian.models.scripted.kbgym import Fact, budget_from_prompt, parse_fact, transcript
 
 STOP_WORDS = frozenset(
     "the and for with that this from have has had was were are is its his her their they them then than "
@@ -75,7 +75,7 @@ MIN_MEMBERS = 3
 
 
 def fact_sentence(f: Fact) -> str:
-    """The KBGym sentence stating `f` (the wording `scripted_kbgym.parse_fact` reads back)."""
+    """The KBGym sentence stating `f` (the wording `scripted.kbgym.parse_fact` reads back)."""
     if f.rel == "city":
         return f"{f.subj} lives in {f.obj}."
     if f.rel == "birthdate":

@@ -4,7 +4,7 @@ Given a backward-pass task, it names the question's keys the way its
 wording composes them: each person the chain reaches and the kinship term
 applied to them ("the great-grandmother of <the person whose occupation is
 sound technician>"). It evaluates the chain with the reader's own steps
-(`scripted_phantom_reader.Knowledge`: ranked search, paged until the
+(`scripted.phantom_reader.Knowledge`: ranked search, paged until the
 results drift) and, for every term of more than one step whose members it
 found, makes sure a relation index exists:
 
@@ -29,10 +29,10 @@ import re
 from collections.abc import Sequence
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import Event, budget_from_prompt, transcript
-from librarian.models.scripted_phantom import BASE_RELATIONS, KIN, STATED, is_phantom_question
-from librarian.models.scripted_phantom_reader import (
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import Event, budget_from_prompt, transcript
+from librarian.models.scripted.phantom import BASE_RELATIONS, KIN, STATED, is_phantom_question
+from librarian.models.scripted.phantom_reader import (
     Knowledge,
     Pending,
     answer_for,

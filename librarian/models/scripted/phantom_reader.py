@@ -1,6 +1,6 @@
 """The scripted PhantomWiki reader: evaluates the question's recursive structure with search / read steps.
 
-The question becomes an expression (`scripted_phantom.parse_question`): a
+The question becomes an expression (`scripted.phantom.parse_question`): a
 chain of kinship terms of any depth over a named person or "the person
 whose <attribute> is <value>", asked as who / what attribute / how many.
 Each term is a path over five base relations plus gender; each turn the
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 import Stemmer
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import Event, budget_from_prompt, transcript
-from librarian.models.scripted_phantom import (
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import Event, budget_from_prompt, transcript
+from librarian.models.scripted.phantom import (
     ATTRIBUTE_WORDS,
     BASE_RELATIONS,
     KIN,

@@ -3,7 +3,7 @@
 Each turn it rebuilds what it knows from its own visible transcript (the
 facts in search snippets and reads, which queries and pages it already ran,
 which index documents it read) and evaluates the question's plan
-(`scripted_kbgym.parse_question`) against that knowledge. Evaluation either
+(`scripted.kbgym.parse_question`) against that knowledge. Evaluation either
 yields the answer or names the first missing piece (a `Need`), whose next
 action is chosen by fixed rules:
 
@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import (
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import (
     SET_RELATIONS,
     Event,
     Expr,
@@ -54,8 +54,8 @@ from librarian.models.scripted_kbgym import (
     parse_question,
     transcript,
 )
-from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
-from librarian.models.scripted_phantom_reader import reader_step
+from librarian.models.scripted.phantom import event_texts, is_phantom_question, reads_as_phantom
+from librarian.models.scripted.phantom_reader import reader_step
 
 UNKNOWN = "unknown"
 TRUSTS = ("index", "provenance")
