@@ -33,8 +33,8 @@ from librarian.models.scripted.base import task_question, tool_call_text
 from librarian.models.scripted.kbgym import Event, budget_from_prompt, transcript
 from librarian.models.scripted.phantom import BASE_RELATIONS, KIN, STATED, is_phantom_question
 from librarian.models.scripted.phantom_reader import (
-    Knowledge,
-    Pending,
+    PhantomKnowledge,
+    PhantomPending,
     answer_for,
     index_key,
     index_text,
@@ -53,7 +53,7 @@ def last_base(term: str) -> str:
     return term
 
 
-def witnesses(k: Knowledge, term: str, members: set[str]) -> list[str] | None:
+def witnesses(k: PhantomKnowledge, term: str, members: set[str]) -> list[str] | None:
     """One fact id per member stating it as the object of the term's last step; None if one is missing."""
     base = last_base(term)
     links = []
@@ -86,10 +86,10 @@ def next_edit(question: str, messages: Sequence[Message]) -> str:
         return tool_call_text("delete", id=doc_id)
     budget = budget_from_prompt(messages)
     used = sum(1 for m in messages if m["role"] == "assistant")
-    k = Knowledge(events)
+    k = PhantomKnowledge(events)
     try:
         answer_for(question, k)
-    except Pending as pending:
+    except PhantomPending as pending:
         if budget is None or used < budget - 1:
             return next_action(pending.need, k)
     tried = attempted(events)
