@@ -5,8 +5,8 @@ A sweep is a `pipeline` (a name in `registry.PIPELINES`, or `module:function`), 
 list of values; the cartesian product) and/or explicit `cells` ({name,
 overrides, resources}), optionally replicated over `seeds`, and optionally
 searched (`search: random | optuna` over `space`, `num_samples` trials per
-cell). `plan` turns it into `Cell`s, each with a filesystem-safe unique name;
-`validate` loads each cell's config through the pipeline's own `load_config`
+cell). `sweep_cells` turns it into `Cell`s, each with a filesystem-safe unique
+name; `validate` loads each cell's config through the pipeline's own `load_config`
 (and check), so a typo fails before anything runs, with the cell and the key
 named; `placement` sizes a cell's Ray Tune trial from its config.
 """
@@ -199,7 +199,7 @@ class Cell:
     config: Any = None  # the pipeline's validated config
 
 
-def plan(cfg: AblateConfig) -> list[Cell]:
+def sweep_cells(cfg: AblateConfig) -> list[Cell]:
     """Cells from grid, explicit cells and seeds (no validation of the pipeline's keys yet)."""
     cells: list[tuple[str | None, dict[str, Any], dict[str, Any]]] = [(None, o, {}) for o in grid_cells(cfg.grid)]
     for i, entry in enumerate(cfg.cells):
