@@ -43,8 +43,8 @@ from librarian.config import load_config, to_plain  # noqa: E402
 from librarian.evaluation.exam import summarize  # noqa: E402
 from librarian.evaluation.metrics.bootstrap import paired_bootstrap_ci  # noqa: E402
 from librarian.models.scripted import tool_call_text  # noqa: E402
-from librarian.models.scripted_builder import COMPACT_ITEMS, HeuristicBuilder  # noqa: E402
-from librarian.models.scripted_kbgym import budget_from_prompt, transcript  # noqa: E402
+from librarian.models.scripted.builder import COMPACT_ITEMS, HeuristicBuilder  # noqa: E402
+from librarian.models.scripted.kbgym import budget_from_prompt, transcript  # noqa: E402
 from librarian.pipelines.builder.config import TrainBuilderConfig  # noqa: E402
 from librarian.pipelines.builder.corpus_sets import corpus_sets  # noqa: E402
 from librarian.pipelines.builder.headroom import reader_spec, scripted_builds  # noqa: E402

@@ -33,7 +33,7 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from librarian.app import builders
-from librarian.app.corpus import Corpus, InputError, corpus_kind, load_corpus
+from librarian.app.corpus import InputError, LoadedCorpus, corpus_kind, load_corpus
 from librarian.app.policy_build import run_policy_build
 from librarian.app.workspace_dir import EXPORT, INDEX, INITIAL, MANIFEST, SNAPSHOT, TRACE
 from librarian.cluster.ray_init import cluster_address, connect
@@ -259,7 +259,7 @@ def run(cfg: BuildConfig) -> dict:
     return results
 
 
-def print_inputs(corpus: Corpus, shown: int = 50) -> None:
+def print_inputs(corpus: LoadedCorpus, shown: int = 50) -> None:
     """The build summary's account of the corpus: files split into sections, and every file left out."""
     if corpus.sections:
         parts = sum(corpus.sections.values())

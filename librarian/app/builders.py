@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from librarian.models.scripted_kbgym import parse_fact
+from librarian.models.scripted.kbgym import parse_fact
 from librarian.workspace.ops import MAX_LINK_MANY_TARGETS, Add, LinkMany, MakeDir, Op
 
 Shard = list[tuple[str, str]]  # (document id, text)

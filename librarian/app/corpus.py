@@ -67,7 +67,7 @@ def documents_from_jsonl(path: str | Path) -> list[Document]:
 
 
 @dataclass
-class Corpus:
+class LoadedCorpus:
     """A corpus read for a build: its documents, and (for a folder) the files left out and the files split."""
 
     kind: str
@@ -83,7 +83,7 @@ class Corpus:
 
 
 def load_corpus(source: str | Path, fact_prefix: str = "facts", follow_symlinks: bool = False,
-                section_chars: int | None = None) -> Corpus:
+                section_chars: int | None = None) -> LoadedCorpus:
     """The corpus at `source`; a folder's unreadable, binary or unsupported files are listed, not fatal.
 
     Documents of a `librarian data` bundle without their own path go under
@@ -94,9 +94,9 @@ def load_corpus(source: str | Path, fact_prefix: str = "facts", follow_symlinks:
     path = Path(source)
     if kind == "folder":
         scan = scan_folder(path, follow_symlinks=follow_symlinks, section_chars=section_chars or SECTION_CHARS)
-        corpus = Corpus(kind, scan.documents, list(scan.skipped), dict(scan.sections))
+        corpus = LoadedCorpus(kind, scan.documents, list(scan.skipped), dict(scan.sections))
     else:
-        corpus = Corpus(kind, _documents(kind, path, fact_prefix))
+        corpus = LoadedCorpus(kind, _documents(kind, path, fact_prefix))
     if not corpus.documents:
         left = f" ({len(corpus.skipped)} file(s) left out: {', '.join(map(str, corpus.skipped[:5]))})" \
             if corpus.skipped else ""

@@ -47,7 +47,7 @@ from librarian.cluster.researcher_jobs import (
     ResearchSearchConfig,
 )
 from librarian.cluster.rollout_worker import RolloutWorker, sampling
-from librarian.models.scripted_researcher import ScriptedResearcher
+from librarian.models.scripted.researcher import ScriptedResearcher
 from librarian.roles import LoopConfig, run_episodes
 from librarian.roles.definitions import jam_researcher
 from librarian.roles.research_context import research_context

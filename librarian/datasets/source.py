@@ -28,7 +28,7 @@ SPLITS = ("train", "test_in", "test_out", "eval")
 
 
 @dataclass
-class DataConfig:
+class SourceConfig:
     """The dataset a pipeline runs on (`data.*` in a pipeline config)."""
 
     source: str = "kbgym"  # kbgym | phantomwiki | path
@@ -93,7 +93,7 @@ def _split_counts(questions: list[Question]) -> dict[str, int]:
     return out
 
 
-def load_source(data: DataConfig, people: int = 200, seed: int = 1, work_dir: str | Path | None = None
+def load_source(data: SourceConfig, people: int = 200, seed: int = 1, work_dir: str | Path | None = None
                 ) -> SourceData:
     """The documents and questions `data` names; `people` and `seed` size and seed a generated universe,
     `work_dir` holds the PhantomWiki generator's output (a temporary folder when None)."""
@@ -106,7 +106,7 @@ def load_source(data: DataConfig, people: int = 200, seed: int = 1, work_dir: st
     return _from_path(Path(data.path))
 
 
-def _phantomwiki(data: DataConfig, seed: int, work_dir: str | Path | None) -> SourceData:
+def _phantomwiki(data: SourceConfig, seed: int, work_dir: str | Path | None) -> SourceData:
     cfg = PWConfig.paper_scale(seed) if data.paper_scale else PWConfig(
         data.num_family_trees, data.max_family_tree_size, seed, data.num_questions_per_type)
     if data.question_depth:
@@ -136,7 +136,7 @@ def require_splits(data: SourceData, needed: list[str] | tuple[str, ...]) -> Non
         raise DatasetError(f"{data.name}: no questions in split(s) {missing}; it has {have or 'none'}")
 
 
-def load_documents_and_questions(data: DataConfig, people: int = 200, seed: int = 1,
+def load_documents_and_questions(data: SourceConfig, people: int = 200, seed: int = 1,
                                  work_dir: str | Path | None = None) -> tuple[list[CorpusDoc], list[Question]]:
     """The corpus documents and questions (splits set) of a source: the one call another pipeline needs."""
     src = load_source(data, people, seed, work_dir)

@@ -2,7 +2,7 @@
 
 Backends are chosen by name with `make_backend`; each is imported only when
 made, so `import librarian.models` never loads torch or transformers. The
-scripted policies (`scripted_*`) are teachers and test policies; the wires
+scripted policies (`scripted/`) are teachers and test policies; the wires
 that bring a learner's published weights to a backend are in
 `weight_transfer/`.
 """

@@ -4,5 +4,5 @@ One sub-package per recipe family: `builder` (`train_builder`), `researcher` (`t
 (`train_curator`), `evaluate` (`evaluate`, `evaluate_memory`, `evaluate_online`), `ablate` (sweeps) and `demo`.
 Shared: `registry` (every `librarian` command, and the pipelines `ablate` sweeps and `plan` validates),
 `entry` (`pipeline_main`: the CLI around a config and `run`), `scaffold` (the non-RL run frame), `keys_help`
-(descriptions of shared keys) and `plan_job` (`librarian plan`). The RL recipes run on `librarian.rl`.
+(descriptions of shared keys) and `plan_command` (`librarian plan`). The RL recipes run on `librarian.rl`.
 """

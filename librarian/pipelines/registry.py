@@ -73,7 +73,7 @@ REGISTRY: dict[str, Command] = {
                                **_swept("evaluate.online", "evaluate.online_config:EvaluateOnlineConfig",
                                         "evaluate.online_config:check", 6)),
     "ablate": Command(P + "ablate.sweep:main", "sweeps of ablations across nodes"),
-    "plan": Command(P + "plan_job:main", "place a job on a cluster file and check its GPU memory, starting nothing"),
+    "plan": Command(P + "plan_command:main", "place a job on a cluster file and check its GPU memory, starting nothing"),
     "build": Command("librarian.app.build:main", "build a workspace from your documents (folder, JSONL or dataset)"),
     "ask": Command("librarian.app.ask:main", "answer questions over a workspace with a reader role"),
     "serve": Command("librarian.app.serve:main", "serve a workspace over MCP (stdio, HTTP) or an HTTP API"),

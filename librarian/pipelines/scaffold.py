@@ -13,7 +13,7 @@ from typing import Any
 
 from librarian.config import ConfigError, to_plain, write_config
 from librarian.datasets.records import DatasetError
-from librarian.datasets.source import DataConfig, load_source, require_splits
+from librarian.datasets.source import SourceConfig, load_source, require_splits
 from librarian.redact import redact
 from librarian.tracking import Tracker
 
@@ -26,7 +26,7 @@ class DataRunConfig:
     """
 
     out_dir: str = "build/run"
-    data: DataConfig = field(default_factory=DataConfig)  # kbgym | phantomwiki | path
+    data: SourceConfig = field(default_factory=SourceConfig)  # kbgym | phantomwiki | path
     people: int = 200  # KBGym universe size
     seed: int = 1  # the universe's seed (KBGym, PhantomWiki)
 

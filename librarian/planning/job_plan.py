@@ -1,8 +1,8 @@
 """Where a job's actors land on a cluster file's node types and whether each GPU's memory holds them, starting
-nothing. `librarian plan` (`librarian.pipelines.plan_job`) validates the job's config as its pipeline does and
+nothing. `librarian plan` (`librarian.pipelines.plan_command`) validates the job's config as its pipeline does and
 hands the result here, as plain data with every default filled in.
 
-`plan(job, cluster)` reads the cluster file's node types (`cluster_file`), places every actor the job starts
+`place_job(job, cluster)` reads the cluster file's node types (`cluster_file`), places every actor the job starts
 (learner ranks, rollout engines with their tensor-parallel size, probe workers; `placement`), and estimates
 each GPU's memory (`memory_estimate`, `memory_check`). The report holds where everything lands, the GPUs left idle,
 and per GPU the learner's and each vLLM engine's memory, and names every problem: an actor no node can take,
@@ -260,7 +260,7 @@ def _start_timeout(job: dict[str, Any], role: str) -> float:
 
 
 # --- the plan --------------------------------------------------------------------------------------------
-def plan(job: dict[str, Any], cluster: Cluster, policy: str = "", answerer: str = "") -> Report:
+def place_job(job: dict[str, Any], cluster: Cluster, policy: str = "", answerer: str = "") -> Report:
     """Place `job` (a merged config) onto `cluster` and check it; starts nothing."""
     report = Report(cluster.path)
     if is_cpu_preset(job):

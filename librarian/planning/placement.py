@@ -32,13 +32,13 @@ class Actor:
     gpus: float
     engine: dict[str, Any] | None = None  # a vLLM engine's backend options
     in_group: bool = False
-    node: Node | None = None
+    node: StartedNode | None = None
     gpu_ids: list[int] = field(default_factory=list)  # physical GPUs it uses on its node
     members: list[Actor] = field(default_factory=list)  # a colocated bundle: the actors that share it
 
 
 @dataclass
-class Node:
+class StartedNode:
     """A started node and what is left of it."""
 
     type: NodeType
@@ -77,7 +77,7 @@ class Node:
 class Placement:
     """The started nodes, the actors that found no place, and why."""
 
-    nodes: list[Node] = field(default_factory=list)
+    nodes: list[StartedNode] = field(default_factory=list)
     unplaced: list[tuple[Actor, str]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
@@ -96,7 +96,7 @@ class Scheduler:
         self.placement = Placement()
         self.start(cluster.head())
 
-    def start(self, kind: NodeType) -> Node:
+    def start(self, kind: NodeType) -> StartedNode:
         index = sum(1 for n in self.placement.nodes if n.type.name == kind.name) + 1
         node = _empty(kind)
         node.index = index
@@ -108,7 +108,7 @@ class Scheduler:
         workers = sum(1 for n in self.placement.nodes if not n.type.head)
         return not kind.head and started < kind.max_nodes and (not self.max_workers or workers < self.max_workers)
 
-    def new_node(self, cpus: float, gpus: float, pending: list[Actor] = ()) -> Node | None:  # type: ignore[assignment]
+    def new_node(self, cpus: float, gpus: float, pending: list[Actor] = ()) -> StartedNode | None:  # type: ignore[assignment]
         """A node of the type the autoscaler would start for this request (and those `pending` after it)."""
         fitting = [k for k in self.cluster.types if self.can_start(k) and _empty(k).fits(cpus, gpus)]
         if not fitting:
@@ -128,7 +128,7 @@ class Scheduler:
                 reasons.append(f"{k.name}: {cap}")
         return "; ".join(reasons)
 
-    def place_one(self, actor: Actor, prefer: list[Node] | None = None, avoid: list[Node] | None = None,
+    def place_one(self, actor: Actor, prefer: list[StartedNode] | None = None, avoid: list[StartedNode] | None = None,
                   pending: list[Actor] = ()) -> bool:  # type: ignore[assignment]
         candidates = (prefer or []) + [n for n in self.placement.nodes if n not in (prefer or [])]
         for node in candidates:
@@ -145,7 +145,7 @@ class Scheduler:
 
     def place_group(self, bundles: list[Actor], strategy: str) -> None:
         """The placement group's bundles with `strategy`; all or nothing, as Ray reserves a group."""
-        used: list[Node] = []
+        used: list[StartedNode] = []
         if strategy == "STRICT_PACK":
             cpus, gpus = sum(a.cpus for a in bundles), sum(a.gpus for a in bundles)
             node = next((n for n in self.placement.nodes if n.fits(cpus, gpus)), None) or self.new_node(cpus, gpus, [])
@@ -199,8 +199,8 @@ class Scheduler:
         return problems
 
 
-def _empty(kind: NodeType) -> Node:
-    return Node(kind, 0, kind.cpus, [1.0] * int(kind.gpus), [[] for _ in range(max(kind.physical_gpus,
+def _empty(kind: NodeType) -> StartedNode:
+    return StartedNode(kind, 0, kind.cpus, [1.0] * int(kind.gpus), [[] for _ in range(max(kind.physical_gpus,
                                                                                    int(kind.gpus)))])
 
 

@@ -3,8 +3,8 @@ paper 000's utility and telescoping construction rewards with the probe schedule
 
 The builder's reward path: `probe_exam` is the answerer probe (a reader's graded exam on a frozen snapshot:
 `ExamRunner`, `run_local`; the Ray probe pool runs the same runner), `construction.ProbeService` turns a step's
-snapshots into utilities through a probe runner (cached by content hash) and `construction.step_rewards` into
-per-turn rewards. Pure functions otherwise, except the judge's cache."""
+snapshots into utilities through the run's probes (`construction.Probes`: the pool or `LocalProbes`; cached by
+content hash) and `construction.step_rewards` into per-turn rewards. Pure functions otherwise, except the judge's cache."""
 
 from librarian.rewards.abstention import AbstentionStats, abstains, abstention_score, abstention_stats
 from librarian.rewards.llm_judge import DEFAULT_TEMPLATE, JudgeCache, JudgeError, LLMJudge, parse_verdict

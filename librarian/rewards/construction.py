@@ -1,10 +1,10 @@
 """The builder's construction rewards (paper 000): probe utilities of frozen workspaces, per-turn rewards.
 
 `ProbeService` sends each distinct snapshot (by the content hash it carries)
-with its corpus's hidden questions to the run's probe runner (the probe pool,
-or `probe_exam.LocalProbes`) once and turns the graded answers
+with its corpus's hidden questions to the run's probes (`Probes`: the probe
+pool, or `probe_exam.LocalProbes`) once and turns the graded answers
 into the utility U(F) (`librarian.rewards.utility`); a step's snapshots go
-to the runner together (`step_rewards`). A rollout's per-turn rewards come from U(F_0),
+to the probes together (`step_rewards`). A rollout's per-turn rewards come from U(F_0),
 the probes at turns k, 2k, ... and the final workspace
 (`librarian.rewards.probe_rewards`), with the construction cost alpha x
 actions per turn; `fold_tokenless` moves the reward of a turn without
@@ -102,9 +102,9 @@ def exam_utility(results: Sequence[Any], weights: UtilityWeights, kind: str | No
     return utility(outcomes, weights).utility
 
 
-class ProbeRunner(Protocol):
-    """Probes many snapshots at once (the `ProbePool`: one map over its workers; `probe_exam.LocalProbes`: one
-    after the other in this process)."""
+class Probes(Protocol):
+    """A run's probes, which probe many snapshots at once: the Ray `ProbePool` (one map over its workers) or
+    `probe_exam.LocalProbes` (one after the other in this process), each snapshot's exam run by an `ExamRunner`."""
 
     def run_many(self, snapshots: Sequence[tuple[str, bytes, Sequence[Any]]], repeats: int = 1) -> list[list[Any]]:
         """Per (content hash, IPC bytes, questions), the graded answers in question order."""
@@ -112,10 +112,10 @@ class ProbeRunner(Protocol):
 
 
 class ProbeService:
-    """Utilities of snapshots on their corpus's hidden questions, through a probe runner, cached by hash."""
+    """Utilities of snapshots on their corpus's hidden questions, through the run's probes, cached by hash."""
 
-    def __init__(self, runner: ProbeRunner, questions: dict[str, list], cfg: RewardConfig) -> None:
-        """`runner`: the run's probe runner (`RLSession.probes`)."""
+    def __init__(self, runner: Probes, questions: dict[str, list], cfg: RewardConfig) -> None:
+        """`runner`: the run's probes (`RLSession.probes`)."""
         self.runner = runner
         self.questions = questions
         self.cfg = cfg

@@ -193,8 +193,8 @@ def grade(question: Question, repeat: int, traj: Any, src: Any) -> ExamResult:
 
 
 class LocalProbes:
-    """The probe runner of a run without probe workers (`probe.workers: 0`): the snapshots probed one after the
-    other in this process by one `ExamRunner`, each decoded once (a `ProbeRunner`, as the Ray `ProbePool` is)."""
+    """The probes of a run without probe workers (`probe.workers: 0`): the snapshots probed one after the other
+    in this process by one `ExamRunner`, each decoded once (`construction.Probes`, as the Ray `ProbePool` is)."""
 
     def __init__(self, spec: ReaderSpec) -> None:
         self.runner = ExamRunner(spec)

@@ -3,7 +3,7 @@
 
 - `config`: `RLConfig` (run, `ray`, `rollout`, `learner`, `off_policy`, `sft`), validated when built;
 - `session`: `RLSession`, the Ray side started in one place: Ray, the placement group, the learner (or
-  learner group, `cluster.learner_start`), the rollout pool, the probe runner (chosen once), weight sync; all
+  learner group, `cluster.learner_start`), the rollout pool, the probes (`Probes`, chosen once), weight sync; all
   of it driven through typed methods (`rollout`, `probe`, `step`, `sft`, `save`, `load`, `publish`, ...);
 - `protocols`: what the loop and the recipes need of a session (`StepSession`, `RolloutSession`, `ExamSession`),
   so a test can pass a recording session;

@@ -11,7 +11,7 @@ sync: `WeightSync` (the object store), or, for full weights with
 models), `BroadcastSync`, whose group the learner and every worker join here
 (`weight_sync_config.broadcast_transport` picks it; docs/cluster.md).
 `close()` stops all of it (and Ray, when this session started it). The
-probe runner is chosen here, once: the probe pool, or `LocalProbes` in this
+probes (`rewards.construction.Probes`) are chosen here, once: the probe pool, or `LocalProbes` in this
 process for `probe.workers: 0`. Everything is driven through typed methods
 (`protocols.StepSession`, `ExamSession`): `rollout` (jobs on the workers,
 on the weights `published()` handed out), `probe` (a snapshot's exam),
@@ -46,7 +46,7 @@ from librarian.cluster.weight_sync_config import backend_options, broadcast_tran
 from librarian.datasets.records import Question
 from librarian.learner.batch import PolicySample
 from librarian.learner.config import LearnerConfig
-from librarian.rewards.construction import ProbeRunner
+from librarian.rewards.construction import Probes
 from librarian.rewards.probe_exam import ExamResult, LocalProbes
 from librarian.rl.protocols import WeightsBox
 from librarian.workspace.snapshot import Snapshot
@@ -63,7 +63,7 @@ def learner_model(rollout: RolloutConfig) -> tuple[str, dict]:
 
 
 class RLSession:
-    """The learner, the rollout pool, the probe runner and the weight sync of one run."""
+    """The learner, the rollout pool, the probes and the weight sync of one run."""
 
     def __init__(self, ray_cfg: RayConfig, rollout: RolloutConfig, learner_cfg: LearnerConfig, worker_cls: type,
                  worker_args: Sequence[Any], probe: Any = None) -> None:
@@ -73,7 +73,7 @@ class RLSession:
         self.topo: Any = None
         self.learner: Any = None
         self.rollouts: Any = None
-        self.probes: ProbeRunner | None = None  # the probe pool, or LocalProbes (probe.workers 0)
+        self.probes: Probes | None = None  # the probe pool, or LocalProbes (probe.workers 0)
         self.learner_cfg = learner_cfg
         self.colocated, self.sleep_level, self.asleep = rollout.colocate, rollout.sleep_level, False
         needed = (ray_cfg.learner_cpus * learner_cfg.workers + rollout.workers * rollout.cpus_per_worker

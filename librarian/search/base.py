@@ -48,7 +48,7 @@ class SearchFilters:
 
 
 @dataclass(frozen=True, slots=True)
-class IndexRecord:
+class SearchRecord:
     """What an index stores per node: the searchable text and the fields a hit carries."""
 
     id: str
@@ -57,9 +57,9 @@ class IndexRecord:
     text: str
 
 
-def record_of(node: Node) -> IndexRecord:
+def record_of(node: Node) -> SearchRecord:
     """The indexable record of a node (a directory is indexed by its README, its `text`)."""
-    return IndexRecord(node.id, node.path, node.kind, node.text)
+    return SearchRecord(node.id, node.path, node.kind, node.text)
 
 
 def rrf_window(k: int, offset: int) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from librarian.search.base import Hit, IndexRecord, SearchFilters, SearchMode, check_search_args, rrf_window
+from librarian.search.base import Hit, SearchFilters, SearchMode, SearchRecord, check_search_args, rrf_window
 from librarian.search.embedders import Embedder, check_embeddings, embed_batch
 from librarian.search.errors import EmbedderMissingError, IndexFormatError, SearchError
 from librarian.search.fusion import reciprocal_rank_fusion
@@ -34,7 +34,7 @@ class EmbeddedIndex(StagedWrites):
         self._name = name
         self.embedder = embedder
         self._bm25 = TantivyBM25()
-        self._records: dict[int, IndexRecord] = {}
+        self._records: dict[int, SearchRecord] = {}
         self._slot_of: dict[str, int] = {}
         self._next_slot = 0
         self._vectors = VectorStore(embedder.dim) if embedder is not None else None
@@ -91,7 +91,7 @@ class EmbeddedIndex(StagedWrites):
         self._vectors.put(node_id, record.kind, record.path, vector)
         self._vector_text[node_id] = text
 
-    def _record(self, node_id: str) -> IndexRecord | None:
+    def _record(self, node_id: str) -> SearchRecord | None:
         slot = self._slot_of.get(node_id)
         return None if slot is None else self._records[slot]
 
@@ -204,7 +204,7 @@ class EmbeddedIndex(StagedWrites):
             raise IndexFormatError(f"cannot read the index files in {folder}: {exc}") from exc
         index = cls(manifest["name"], embedder)
         for row in table:
-            record = IndexRecord(row["id"], row["path"], row["kind"], row["text"])
+            record = SearchRecord(row["id"], row["path"], row["kind"], row["text"])
             slot, index._next_slot = index._next_slot, index._next_slot + 1
             index._bm25.add(slot, record.kind, record.path, record.text)
             index._records[slot] = record

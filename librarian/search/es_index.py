@@ -18,9 +18,9 @@ from elasticsearch import helpers
 from librarian.search.base import (
     RRF_RANK_CONSTANT,
     Hit,
-    IndexRecord,
     SearchFilters,
     SearchMode,
+    SearchRecord,
     check_search_args,
     rrf_window,
 )
@@ -110,7 +110,7 @@ class ElasticsearchIndex(StagedWrites):
         self._own_client = client is None
         self.client = client or self.settings.client()
         self._vector_text: dict[str, str] = {}
-        self._dirty_records: dict[str, IndexRecord] = {}
+        self._dirty_records: dict[str, SearchRecord] = {}
         self._stage = WriteStage(embedder is not None, self._vector_text.get)
         try:
             self._ensure_index()
@@ -180,7 +180,7 @@ class ElasticsearchIndex(StagedWrites):
             if np.any(vector):
                 self._vector_text[node_id] = record.text
 
-    def _embed_dirty(self) -> dict[str, tuple[IndexRecord, np.ndarray]]:
+    def _embed_dirty(self) -> dict[str, tuple[SearchRecord, np.ndarray]]:
         if self.embedder is None or not self._stage.dirty:
             return {}
         items = [(i, self._dirty_records[i]) for i in sorted(self._stage.dirty) if i in self._dirty_records]
@@ -257,7 +257,7 @@ class ElasticsearchIndex(StagedWrites):
                 for h in response["hits"]["hits"]]
 
 
-def _source(record: IndexRecord, vector: np.ndarray | None = None) -> dict:
+def _source(record: SearchRecord, vector: np.ndarray | None = None) -> dict:
     source: dict = {"id": record.id, "path": record.path, "kind": record.kind, "text": record.text}
     if vector is not None and np.any(vector):
         source["vector"] = [float(x) for x in vector]

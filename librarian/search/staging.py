@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from librarian.search.base import IndexRecord, record_of
+from librarian.search.base import SearchRecord, record_of
 from librarian.search.errors import SearchError
 from librarian.workspace.nodes import Node
 
@@ -18,7 +18,7 @@ class WriteStage:
     """
 
     def __init__(self, track_embeddings: bool, embedded_text: Callable[[str], str | None]) -> None:
-        self.writes: dict[str, IndexRecord | None] = {}
+        self.writes: dict[str, SearchRecord | None] = {}
         self.dirty: set[str] = set()
         self._track = track_embeddings
         self._embedded_text = embedded_text
@@ -50,7 +50,7 @@ class WriteStage:
             self.writes[node_id] = None
             self.dirty.discard(node_id)
 
-    def take_writes(self) -> dict[str, IndexRecord | None]:
+    def take_writes(self) -> dict[str, SearchRecord | None]:
         writes, self.writes = self.writes, {}
         return writes
 

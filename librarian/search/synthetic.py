@@ -23,7 +23,7 @@ _STOPS = ["the", "a", "of", "and", "to", "in", "is", "with", "for", "on"]
 
 
 @dataclass(frozen=True)
-class Corpus:
+class SyntheticCorpus:
     """Nodes to index and queries to ask of them."""
 
     nodes: list[Node]
@@ -43,7 +43,7 @@ def vocabulary(size: int, seed: int = 0) -> list[str]:
 
 
 def make_corpus(n_docs: int, n_queries: int, words_per_doc: int | tuple[int, int] = 12, vocab_size: int = 5000,
-                seed: int = 0, kinds: tuple[str, ...] = ("raw", "synthetic"), folders: int = 10) -> Corpus:
+                seed: int = 0, kinds: tuple[str, ...] = ("raw", "synthetic"), folders: int = 10) -> SyntheticCorpus:
     """`n_docs` nodes (ids d0..; paths f<i>/d<j>.md) and `n_queries` queries of 1-4 content words (sometimes after a stop word)."""
     if n_docs < 1 or n_queries < 0:
         raise ValueError(f"need n_docs >= 1 and n_queries >= 0, got {n_docs}, {n_queries}")
@@ -72,7 +72,7 @@ def make_corpus(n_docs: int, n_queries: int, words_per_doc: int | tuple[int, int
         if rng.random() < 0.3:  # a stop word, as people type them
             chosen.insert(0, _STOPS[int(rng.integers(len(_STOPS)))])
         queries.append(" ".join(chosen))
-    return Corpus(nodes, queries)
+    return SyntheticCorpus(nodes, queries)
 
 
 def overlap_at_k(a: list[str], b: list[str], k: int = 10) -> float:

@@ -33,7 +33,7 @@ class OpResult:
     verdicts: tuple[DedupVerdict, ...] = ()
 
 
-class Plan:
+class OpPlan:
     """The nodes an op will write, keyed by id, over the store's current state."""
 
     def __init__(self, store: Workspace) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from librarian.workspace.change_set import OpResult, Plan
+from librarian.workspace.change_set import OpPlan, OpResult
 from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
 from librarian.workspace.errors import WorkspaceError
 from librarian.workspace.nodes import Node
@@ -29,7 +29,7 @@ from librarian.workspace.paths import normalize_file_path, validate_id
 Verdicts = tuple[DedupVerdict, ...] | None
 
 
-def _judge(plan: Plan, guard: NearDuplicateGuard | None, text: str, exclude: str | None,
+def _judge(plan: OpPlan, guard: NearDuplicateGuard | None, text: str, exclude: str | None,
            recorded: Verdicts) -> tuple[tuple[DedupVerdict, ...], Node | None]:
     """The dedup verdicts for a write (recorded ones on replay) and the node it duplicates."""
     if recorded is None:
@@ -43,7 +43,7 @@ def _judge(plan: Plan, guard: NearDuplicateGuard | None, text: str, exclude: str
     return recorded, target
 
 
-def _absorb(plan: Plan, into: Node, links: tuple[str, ...], provenance: tuple[str, ...],
+def _absorb(plan: OpPlan, into: Node, links: tuple[str, ...], provenance: tuple[str, ...],
             origins: tuple[str, ...]) -> None:
     """Fold edges and origins into `into` (edges only where the node may change)."""
     absorbed = into.absorbed + tuple(o for o in origins if o not in into.absorbed and o != into.origin)
@@ -55,7 +55,7 @@ def _absorb(plan: Plan, into: Node, links: tuple[str, ...], provenance: tuple[st
     plan.put(replace(into, links=new_links, provenance=new_prov, absorbed=absorbed))
 
 
-def plan_add(plan: Plan, op: Add, guard: NearDuplicateGuard | None, recorded: Verdicts) -> OpResult:
+def plan_add(plan: OpPlan, op: Add, guard: NearDuplicateGuard | None, recorded: Verdicts) -> OpResult:
     if len(op.links) > MAX_LINK_MANY_TARGETS:
         raise WorkspaceError(
             f"add takes at most {MAX_LINK_MANY_TARGETS} links, got {len(op.links)}; nothing was added. "
@@ -73,7 +73,7 @@ def plan_add(plan: Plan, op: Add, guard: NearDuplicateGuard | None, recorded: Ve
     return plan.result(op.name, f"added {node.id!r} at {node.path!r}", verdicts=verdicts)
 
 
-def plan_edit(plan: Plan, op: Edit, guard: NearDuplicateGuard | None, recorded: Verdicts) -> OpResult:
+def plan_edit(plan: OpPlan, op: Edit, guard: NearDuplicateGuard | None, recorded: Verdicts) -> OpResult:
     node = plan.resolve(op.target)
     plan.require_mutable(node, "edit")
     if op.text == node.text:
@@ -92,20 +92,20 @@ def plan_edit(plan: Plan, op: Edit, guard: NearDuplicateGuard | None, recorded: 
     return plan.result(op.name, f"edited {node.id!r}", verdicts=verdicts)
 
 
-def plan_delete(plan: Plan, op: Delete) -> OpResult:
+def plan_delete(plan: OpPlan, op: Delete) -> OpResult:
     node = plan.resolve(op.target)
     plan.require_mutable(node, "delete")
     plan.delete(node)
     return plan.result(op.name, f"deleted {node.id!r} ({node.path!r})")
 
 
-def _linkable_source(plan: Plan, ref: str) -> Node:
+def _linkable_source(plan: OpPlan, ref: str) -> Node:
     source = plan.resolve(ref, "source")
     plan.require_mutable(source, "add links to")
     return source
 
 
-def plan_link(plan: Plan, op: Link) -> OpResult:
+def plan_link(plan: OpPlan, op: Link) -> OpResult:
     source = _linkable_source(plan, op.source)
     target = plan.resolve(op.target, "target")
     if target.id == source.id:
@@ -116,7 +116,7 @@ def plan_link(plan: Plan, op: Link) -> OpResult:
     return plan.result(op.name, f"linked {source.id!r} -> {target.id!r}")
 
 
-def plan_link_many(plan: Plan, op: LinkMany) -> OpResult:
+def plan_link_many(plan: OpPlan, op: LinkMany) -> OpResult:
     if not op.targets:
         raise WorkspaceError("link_many needs at least one target")
     if len(op.targets) > MAX_LINK_MANY_TARGETS:
@@ -137,7 +137,7 @@ def plan_link_many(plan: Plan, op: LinkMany) -> OpResult:
     return plan.result(op.name, f"linked {source.id!r} -> {len(new)} targets{note}")
 
 
-def plan_unlink(plan: Plan, op: Unlink) -> OpResult:
+def plan_unlink(plan: OpPlan, op: Unlink) -> OpResult:
     source = _linkable_source(plan, op.source)
     target = plan.resolve(op.target, "target")
     if target.id not in source.links:
@@ -146,20 +146,20 @@ def plan_unlink(plan: Plan, op: Unlink) -> OpResult:
     return plan.result(op.name, f"unlinked {source.id!r} -> {target.id!r}")
 
 
-def plan_move(plan: Plan, op: Move) -> OpResult:
+def plan_move(plan: OpPlan, op: Move) -> OpResult:
     node = plan.resolve(op.target)
     new_path = normalize_file_path(op.new_path)
     plan.relocate(node, new_path)
     return plan.result(op.name, f"moved {node.id!r} to {new_path!r}")
 
 
-def plan_make_dir(plan: Plan, op: MakeDir) -> OpResult:
+def plan_make_dir(plan: OpPlan, op: MakeDir) -> OpResult:
     path = normalize_file_path(op.path)
     node = plan.create(path, "directory", op.readme)
     return plan.result(op.name, f"made directory {node.path!r} ({node.id!r})")
 
 
-def plan_create_file(plan: Plan, op: CreateFile) -> OpResult:
+def plan_create_file(plan: OpPlan, op: CreateFile) -> OpResult:
     if not op.sources:
         raise WorkspaceError("create_file needs at least one source (the raw documents or files it consolidates)")
     path = normalize_file_path(op.path)
@@ -168,7 +168,7 @@ def plan_create_file(plan: Plan, op: CreateFile) -> OpResult:
     return plan.result(op.name, f"created {node.id!r} at {node.path!r} from {len(sources)} source(s)")
 
 
-def plan_merge_files(plan: Plan, op: MergeFiles) -> OpResult:
+def plan_merge_files(plan: OpPlan, op: MergeFiles) -> OpResult:
     if not op.children:
         raise WorkspaceError("merge_files needs at least one child file")
     path = normalize_file_path(op.path)
@@ -195,7 +195,7 @@ def plan_merge_files(plan: Plan, op: MergeFiles) -> OpResult:
     return plan.result(op.name, f"merged {len(ids)} file(s) under {parent.id!r} at {parent.path!r}")
 
 
-def plan_add_document(plan: Plan, op: AddDocument) -> OpResult:
+def plan_add_document(plan: OpPlan, op: AddDocument) -> OpResult:
     node_id = validate_id(op.id, "document id")
     existing = plan.node(node_id)
     if existing is not None:
@@ -212,7 +212,7 @@ def plan_add_document(plan: Plan, op: AddDocument) -> OpResult:
     return plan.result(op.name, f"added raw document {node_id!r} at {path!r}")
 
 
-PlanFn = Callable[[Plan, Op, NearDuplicateGuard | None, Verdicts], OpResult]
+PlanFn = Callable[[OpPlan, Op, NearDuplicateGuard | None, Verdicts], OpResult]
 
 PLANNERS: dict[type[Op], PlanFn] = {
     Add: plan_add,  # type: ignore[dict-item]

@@ -8,7 +8,7 @@ from typing import Literal
 
 import pyarrow as pa
 
-from librarian.workspace.change_set import OpResult, Plan
+from librarian.workspace.change_set import OpPlan, OpResult
 from librarian.workspace.codec import SnapshotEncoder, content_hash
 from librarian.workspace.dedup import DedupVerdict, NearDuplicateGuard
 from librarian.workspace.errors import WorkspaceError
@@ -186,7 +186,7 @@ class Workspace:
     def apply_payload(self, payload: object, verdicts: tuple[DedupVerdict, ...] | None = None) -> OpResult:
         """Like `apply`, for an op given as its JSON payload (an agent's tool call, a trace entry)."""
         op = op_from_dict(payload)
-        plan = Plan(self)
+        plan = OpPlan(self)
         result = PLANNERS[type(op)](plan, op, self.guard, verdicts)
         self._commit(plan)
         self.trace.append(TraceEntry(result.step, op.to_dict(), result.verdicts,
@@ -230,7 +230,7 @@ class Workspace:
         self._undo = None
 
     # ----- internals
-    def _commit(self, plan: Plan) -> None:
+    def _commit(self, plan: OpPlan) -> None:
         self._undo = ({i: self._nodes.get(i) for i in plan.pending}, self.meta)
         for node_id, node in plan.pending.items():
             old = self._nodes.get(node_id)

@@ -33,9 +33,9 @@ from librarian.learner.weights import device_state
 from librarian.models.base import BackendError
 from librarian.models.vllm_backend import VLLMBackend
 from librarian.pipelines.builder.config import TrainBuilderConfig
-from librarian.pipelines.plan_job import load_job
+from librarian.pipelines.plan_command import load_job
 from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import plan
+from librarian.planning.job_plan import place_job
 from librarian.rewards.construction import RewardConfig
 from librarian.rl.session import RLSession
 from librarian.workspace import Document
@@ -62,7 +62,7 @@ def one_gpu_cluster(tmp_path_factory) -> Path:
 
 
 def planned(cluster: Path, *overrides: str, files=ONE_GPU):
-    return plan(load_job(files, list(overrides)).config, load_cluster(cluster))
+    return place_job(load_job(files, list(overrides)).config, load_cluster(cluster))
 
 
 # --- plan: placement and budget ------------------------------------------------------------------------------

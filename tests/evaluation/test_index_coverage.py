@@ -12,7 +12,7 @@ from librarian.evaluation.metrics import (
     structure_table,
     verified_coverage,
 )
-from librarian.evaluation.metrics.index_quality import IndexRecord
+from librarian.evaluation.metrics.index_quality import AuthoredIndex
 from librarian.evaluation.metrics.kbgym_index import KBGymKeys, kbgym_index_records
 from librarian.evaluation.metrics.structure import headline
 from librarian.workspace import Add, Workspace
@@ -144,8 +144,8 @@ def test_structure_table(kb, world):
 
 def test_index_record_validation():
     with pytest.raises(ValueError, match="correct"):
-        IndexRecord("x", "hub", "", "index", degree=1, scored_links=1, correct_links=2)
+        AuthoredIndex("x", "hub", "", "index", degree=1, scored_links=1, correct_links=2)
     with pytest.raises(ValueError, match="status"):
-        IndexRecord("x", "hub", "", "great", degree=1)  # type: ignore[arg-type]
+        AuthoredIndex("x", "hub", "", "great", degree=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="raw_total"):
         verified_coverage([], 0)

@@ -12,7 +12,7 @@ from librarian.evaluation.baselines import BaselineError, build_baseline
 from librarian.evaluation.baselines.autocompaction import chunks
 from librarian.evaluation.exam import summarize
 from librarian.models.scripted import make_scripted_backend
-from librarian.models.scripted_reactive import ReactiveReader
+from librarian.models.scripted.reactive import ReactiveReader
 from librarian.rewards.probe_exam import ReaderSpec, run_local
 from librarian.search.factory import SearchConfig
 from librarian.workspace import Document, Workspace, replay

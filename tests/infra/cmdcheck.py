@@ -29,7 +29,7 @@ import click
 
 from librarian.cli import COMMANDS
 from librarian.config import ConfigError, load_config
-from librarian.pipelines import plan_job
+from librarian.pipelines import plan_command
 from librarian.pipelines.ablate import config as ablate_config
 from librarian.pipelines.demo.demo import DemoConfig
 from librarian.pipelines.registry import PIPELINES
@@ -275,7 +275,7 @@ def config_loader(name: str):
     if name == "ablate":
         def load_ablate(args: list[str]):
             cfg = ablate_config.load(args)
-            ablate_config.validate(cfg, ablate_config.plan(cfg), Path(cfg.out_dir))  # every cell's pipeline config, as the sweep would
+            ablate_config.validate(cfg, ablate_config.sweep_cells(cfg), Path(cfg.out_dir))  # every cell's pipeline config, as the sweep would
             return cfg
 
         return load_ablate
@@ -300,7 +300,7 @@ def run_plan(args: list[str]) -> None:
     """`librarian plan` starts nothing, so it runs for real: the job must fit the cluster files it names."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        code = plan_job.main(args)
+        code = plan_command.main(args)
     if code != 0:
         raise CommandError(f"librarian plan exits {code}: " + " | ".join(
             line for line in out.getvalue().splitlines() if line.startswith(("problem:", "librarian plan:"))))

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from librarian.models.scripted_kbgym import Event, SearchHit
-from librarian.models.scripted_phantom import (
+from librarian.models.scripted.kbgym import Event, SearchHit
+from librarian.models.scripted.phantom import (
     KIN,
-    Fact,
+    PhantomFact,
     canonical,
     expr_keys,
     is_phantom_question,
@@ -18,8 +18,8 @@ from librarian.models.scripted_phantom import (
     plural,
     surface,
 )
-from librarian.models.scripted_phantom_reader import (
-    Knowledge,
+from librarian.models.scripted.phantom_reader import (
+    PhantomKnowledge,
     answer_for,
     index_text,
     parse_index,
@@ -79,14 +79,14 @@ def test_words_of_the_grammar():
 
 
 def test_fact_sentences_singular_lists_attributes_and_citations():
-    assert parse_facts("The mother of Aida Wang is Shelli Beltran.") == [Fact("Aida Wang", "mother", "Shelli Beltran")]
+    assert parse_facts("The mother of Aida Wang is Shelli Beltran.") == [PhantomFact("Aida Wang", "mother", "Shelli Beltran")]
     assert parse_facts("The friends of Aida Wang are Ryan Wang, Bert Deluna.") == \
-        [Fact("Aida Wang", "friend", "Ryan Wang"), Fact("Aida Wang", "friend", "Bert Deluna")]
+        [PhantomFact("Aida Wang", "friend", "Ryan Wang"), PhantomFact("Aida Wang", "friend", "Bert Deluna")]
     assert parse_facts("facts/pw00012: The date of birth of Aida Wang is 0295-05-30.") == \
-        [Fact("Aida Wang", "dob", "0295-05-30")]
+        [PhantomFact("Aida Wang", "dob", "0295-05-30")]
     assert parse_facts("The occupation of A B is further education lecturer.") == \
-        [Fact("A B", "job", "further education lecturer")]
-    assert parse_facts("The sisters-in-law of A B are C D, E F.")[1] == Fact("A B", "sister_in_law", "E F")
+        [PhantomFact("A B", "job", "further education lecturer")]
+    assert parse_facts("The sisters-in-law of A B are C D, E F.")[1] == PhantomFact("A B", "sister_in_law", "E F")
     assert parse_facts("Aida Wang") == [] and parse_facts("Index grandmother_of_x") == []
 
 
@@ -116,7 +116,7 @@ The hobby of Kid One is chess. The hobby of Cousin One is chess. The occupation 
 def family():
     hits = tuple(SearchHit(f"d{i}", "raw", f"d{i}", line) for i, line in enumerate(
         s.strip() + "." for s in FAMILY.replace("\n", " ").split(". ") if s.strip()))
-    return Knowledge([Event("search", {"query": "all", "page": 1}, "", hits=hits)], final=True)
+    return PhantomKnowledge([Event("search", {"query": "all", "page": 1}, "", hits=hits)], final=True)
 
 
 @pytest.mark.parametrize(("question", "answer"), [

@@ -41,7 +41,7 @@ def sweep(*args: str) -> AblateConfig:
 # --- expansion and names ------------------------------------------------------------------------------------
 def test_grid_is_the_cartesian_product_with_readable_names():
     cfg = sweep("grid={reward.every: [1, 2], reward.gamma: [1.0, 0.9]}")
-    cells = ac.plan(cfg)
+    cells = ac.sweep_cells(cfg)
     assert [c.name for c in cells] == ["every-1_gamma-1.0", "every-1_gamma-0.9", "every-2_gamma-1.0",
                                        "every-2_gamma-0.9"]
     assert cells[1].overrides == {"reward.every": 1, "reward.gamma": 0.9}
@@ -50,28 +50,28 @@ def test_grid_is_the_cartesian_product_with_readable_names():
 
 def test_nested_grid_keys_and_clashing_tails():
     cfg = sweep("grid.reward.every=[3]", "grid.probe.budget=[4, 8]", "grid.sft.budget=[5]")
-    names = [c.name for c in ac.plan(cfg)]
+    names = [c.name for c in ac.sweep_cells(cfg)]
     assert names == ["every-3_probe.budget-4_sft.budget-5", "every-3_probe.budget-8_sft.budget-5"]
 
 
 def test_seeds_replicate_cells_and_group_them():
     cfg = sweep("grid={reader.budget: [2, 8]}", "seeds=[1, 2]", "pipeline=evaluate")
-    cells = ac.plan(cfg)
+    cells = ac.sweep_cells(cfg)
     assert [c.name for c in cells] == ["budget-2_seed-1", "budget-2_seed-2", "budget-8_seed-1", "budget-8_seed-2"]
     assert [c.group for c in cells] == ["budget-2", "budget-2", "budget-8", "budget-8"]
     assert cells[3].overrides == {"reader.budget": 8, "seed": 2}
     # a grid over seed groups the same way
-    cells = ac.plan(sweep("grid={seed: [1, 2], reader.budget: [4]}"))
+    cells = ac.sweep_cells(sweep("grid={seed: [1, 2], reader.budget: [4]}"))
     assert {c.group for c in cells} == {"budget-4"}
 
 
 def test_explicit_cells_join_the_grid():
     cfg = sweep("grid={reward.every: [1]}",
                 "cells=[{name: no_hints, overrides: {rollout.hint_every: 0}}, {overrides: [reward.gamma=0.5]}]")
-    cells = ac.plan(cfg)
+    cells = ac.sweep_cells(cfg)
     assert [c.name for c in cells] == ["every-1", "no_hints", "gamma-0.5"]
     assert cells[2].overrides == {"reward.gamma": 0.5}
-    assert [c.name for c in ac.plan(sweep())] == ["base"]
+    assert [c.name for c in ac.sweep_cells(sweep())] == ["base"]
 
 
 @pytest.mark.parametrize(("args", "match"), [
@@ -86,7 +86,7 @@ def test_explicit_cells_join_the_grid():
 ])
 def test_bad_sweeps_are_named(args, match):
     with pytest.raises(ConfigError, match=match):
-        ac.plan(sweep(*args))
+        ac.sweep_cells(sweep(*args))
 
 
 def test_bad_sweep_settings_are_named():
@@ -102,19 +102,19 @@ def test_validation_names_the_cell_and_the_key(tmp_path):
     cfg = sweep("grid={reward.every: [1], reward.everyy: [2]}")
     with pytest.raises(ConfigError, match=r"cell 'every-1_everyy-2': unknown config key 'reward.everyy' "
                                           r"\(did you mean 'reward.every'\?\)"):
-        ac.validate(cfg, ac.plan(cfg), tmp_path)
+        ac.validate(cfg, ac.sweep_cells(cfg), tmp_path)
     cfg = sweep("cells=[{name: hot, overrides: {rollout.temperature: 0.7}}]")  # the pipeline's own check
     with pytest.raises(ConfigError, match="cell 'hot': learner.temperature"):
-        ac.validate(cfg, ac.plan(cfg), tmp_path)
+        ac.validate(cfg, ac.sweep_cells(cfg), tmp_path)
     cfg = sweep("pipeline=evaluate", "cells=[{name: typed, overrides: {reader.budget: many}}]")
     with pytest.raises(ConfigError, match="cell 'typed': bad value for 'reader.budget'"):
-        ac.validate(cfg, ac.plan(cfg), tmp_path)
+        ac.validate(cfg, ac.sweep_cells(cfg), tmp_path)
     assert not list(tmp_path.iterdir())  # nothing written before the sweep is valid
 
 
 def test_validated_cells_carry_out_dir_and_tracking(tmp_path):
     cfg = sweep("grid={reward.every: [2]}", "base.overrides={rollout.options: {model: tiny}, steps: 3}")
-    [cell] = ac.validate(cfg, ac.plan(cfg), tmp_path, {"tracking_uri": "sqlite:///x.db", "experiment": "abl"})
+    [cell] = ac.validate(cfg, ac.sweep_cells(cfg), tmp_path, {"tracking_uri": "sqlite:///x.db", "experiment": "abl"})
     c = cell.config
     assert c.out_dir == str(tmp_path / "cells" / "every-2") and c.reward.every == 2 and c.steps == 3
     assert c.rollout.options == {"model": "tiny"} and c.tracking_uri == "sqlite:///x.db" and c.experiment == "abl"
@@ -129,20 +129,20 @@ def test_tracking_keys_follow_each_pipeline():
 def test_placement_comes_from_the_pipeline_config(tmp_path):
     cfg = sweep("grid={rollout.workers: [1, 3]}", "base.overrides={ray.learner_cpus: 0.5, probe.workers: 1}",
                 "cells=[{name: pinned, resources: {cpus: 6, custom: {big: 1}}}]")
-    cells = ac.validate(cfg, ac.plan(cfg), tmp_path)
+    cells = ac.validate(cfg, ac.sweep_cells(cfg), tmp_path)
     one, three, pinned = (ac.placement(cfg, c) for c in cells)
     # a bundle per actor: learner 0.5 CPU, each rollout worker 1 CPU, the probe worker 1 CPU
     assert one.bundles == [{"CPU": 0.5}, {"CPU": 1.0}, {"CPU": 1.0}] and one.head == {}
     assert three.total() == {"CPU": 4.5} and len(three.bundles) == 5 and three.strategy == "PACK"
     assert pinned.bundles == [{"CPU": 6.0}] and pinned.head == {"big": 1.0}  # one bundle the actors share
     ev = sweep("pipeline=evaluate", "base.overrides={workers: 0}")
-    assert ac.placement(ev, ac.validate(ev, ac.plan(ev), tmp_path)[0]).bundles == [{"CPU": 1.0}]  # no actors
+    assert ac.placement(ev, ac.validate(ev, ac.sweep_cells(ev), tmp_path)[0]).bundles == [{"CPU": 1.0}]  # no actors
     ev = sweep("pipeline=evaluate", "base.overrides={workers: 2}", "resources={cpus: 0, gpus: 0}")
     with pytest.raises(ConfigError, match="reserve nothing"):
-        ac.placement(ev, ac.validate(ev, ac.plan(ev), tmp_path)[0])
+        ac.placement(ev, ac.validate(ev, ac.sweep_cells(ev), tmp_path)[0])
     assert ac.trial_overrides(type(cells[0].config)) == {"ray.placement_group": False}  # actors join the trial's
     ranks = sweep("base.overrides={ray.learner_gpus: 1, learner.workers: 2, rollout.workers: 1, probe.workers: 0}")
-    assert ac.placement(ranks, ac.validate(ranks, ac.plan(ranks), tmp_path)[0]).total()["GPU"] == 2.0
+    assert ac.placement(ranks, ac.validate(ranks, ac.sweep_cells(ranks), tmp_path)[0]).total()["GPU"] == 2.0
 
 
 names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=30)
@@ -182,10 +182,10 @@ def test_shipped_sweeps_validate(tmp_path, monkeypatch):
     for name, n in (("ablate_smoke.yaml", 6), ("ablate_smoke_builder.yaml", 4), ("ablate_builder.yaml", 32),
                     ("ablate_search_smoke.yaml", 1)):
         cfg = sweep("--config", f"configs/{name}")
-        cells = ac.validate(cfg, ac.plan(cfg), tmp_path)
+        cells = ac.validate(cfg, ac.sweep_cells(cfg), tmp_path)
         assert len(cells) == n and len({c.name for c in cells}) == n
     cfg = sweep("--config=configs/ablate_builder.yaml")
-    cell = ac.validate(cfg, ac.plan(cfg), tmp_path)[0]
+    cell = ac.validate(cfg, ac.sweep_cells(cfg), tmp_path)[0]
     assert cell.config.rollout.backend == "vllm" and ac.placement(cfg, cell).total()["GPU"] >= 4
     search = sweep("--config=configs/ablate_search_smoke.yaml")
     assert search.search == "random" and search.num_samples == 8 and search.scheduler == "asha"
@@ -345,7 +345,7 @@ def test_every_registered_pipeline_loads(tmp_path):
         schema, run, check = entry.load()
         assert callable(run) and isinstance(schema, type), name
         cfg = sweep(f"pipeline={name}")
-        [cell] = ac.validate(cfg, ac.plan(cfg), tmp_path)
+        [cell] = ac.validate(cfg, ac.sweep_cells(cfg), tmp_path)
         assert isinstance(cell.config, schema) and cell.config.out_dir == str(tmp_path / "cells" / "base")
     assert registry.pipeline("librarian.pipelines.builder.train:run").load()[0].__name__ == "TrainBuilderConfig"
     with pytest.raises(ConfigError, match="cannot load librarian.pipelines.nothing:run"):

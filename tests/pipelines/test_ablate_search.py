@@ -99,7 +99,7 @@ def test_bad_spaces_are_named(space, match):
 ])
 def test_bad_search_settings_are_named(args, match):
     with pytest.raises(ConfigError, match=match):
-        ac.plan(ac.load([f"pipeline={TOY}", *args]))
+        ac.sweep_cells(ac.load([f"pipeline={TOY}", *args]))
 
 
 def test_trial_cells_are_named_after_their_cell_and_trial():

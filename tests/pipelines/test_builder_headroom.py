@@ -9,7 +9,7 @@ import pytest
 
 from librarian.config import load_config
 from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
-from librarian.models.scripted_kbgym import Fact, parse_fact
+from librarian.models.scripted.kbgym import StatedFact, parse_fact
 from librarian.pipelines.builder.config import TrainBuilderConfig
 from librarian.pipelines.builder.corpora import (
     CorpusError,
@@ -60,7 +60,7 @@ def test_make_corpora_options_give_the_kinds_sizes_and_paths_asked_for(kbgym):
 def reads_top_level_citations() -> bool:
     """Whether the scripted reader reads a fact back from a line the extractive executor wrote for a top-level
     source (`<id> <sentence>: <sentence>`, no `/` in the path)."""
-    return parse_fact("kb1 Ada Lind lives in Ivywick: Ada Lind lives in Ivywick.") == Fact("Ada Lind", "city", "Ivywick")
+    return parse_fact("kb1 Ada Lind lives in Ivywick: Ada Lind lives in Ivywick.") == StatedFact("Ada Lind", "city", "Ivywick")
 
 
 def test_the_preset_builds_its_task_and_the_compact_scripted_builder_beats_the_flat_store():

@@ -70,7 +70,7 @@ def test_a_trial_asks_for_what_its_cells_session_reserves(tmp_path):
 
     sweep = ac.load(["pipeline=train_builder", f"base.config=[{ROOT / 'configs' / 'train_builder.yaml'}]",
                      "base.overrides=" + str(CELL).replace("'", "")])
-    cell = ac.validate(sweep, ac.plan(sweep), tmp_path)[0]
+    cell = ac.validate(sweep, ac.sweep_cells(sweep), tmp_path)[0]
     trial = Counter(tuple(sorted(b.items())) for b in ac.placement(sweep, cell).bundles)
     assert sum(n * dict(b).get("GPU", 0.0) for b, n in trial.items()) == 2 * 1 + 2 * 0.5 + 2 * 0.25
 

@@ -23,10 +23,10 @@ from librarian.learner import Learner, LearnerConfig, LoraConfig, PolicySample, 
 from librarian.learner.config import LossConfig
 from librarian.learner.constraints import GrammarRows, banned_chunk
 from librarian.learner.logprobs import chunked_stats
-from librarian.pipelines.plan_job import load_job
+from librarian.pipelines.plan_command import load_job
 from librarian.planning.activation_memory import Chunk
 from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import actors, plan
+from librarian.planning.job_plan import actors, place_job
 from librarian.planning.memory_check import fit
 from librarian.planning.memory_estimate import LearnerMemory, MicroBatch, learner_memory, planned_batch
 from librarian.planning.memory_meter import PhaseMeter, expected, measured, measured_update
@@ -210,7 +210,7 @@ def test_a_log_prob_chunk_peaks_at_its_estimated_moments(constrained):
 # --- one estimate everywhere ---------------------------------------------------------------------------------
 def test_plan_and_the_config_check_use_the_one_estimate():
     job = load_job([str(ROOT / "configs/train_builder.yaml"), str(ROOT / "configs/cluster.yaml")], []).config
-    report = plan(job, load_cluster(ROOT / "infra/ray/cluster.yaml"))
+    report = place_job(job, load_cluster(ROOT / "infra/ray/cluster.yaml"))
     cfg = actors(job)[3]
     est = learner_memory(KNOWN["qwen2.5-7b"], cfg, planned_batch(cfg, 8192))
     assert report.memory["learner@learner"]["total"] == pytest.approx(est.total)

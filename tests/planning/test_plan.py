@@ -11,10 +11,10 @@ import yaml
 
 from librarian.config import ConfigError
 from librarian.models.hf import tiny_llama
-from librarian.pipelines.plan_job import load_job as validated
-from librarian.pipelines.plan_job import main
+from librarian.pipelines.plan_command import load_job as validated
+from librarian.pipelines.plan_command import main
 from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import actors, is_cpu_preset, plan
+from librarian.planning.job_plan import actors, is_cpu_preset, place_job
 from librarian.planning.memory_estimate import MicroBatch, learner_memory
 from librarian.planning.model_lookup import resolve
 from librarian.planning.model_shape import KNOWN
@@ -43,7 +43,7 @@ JOBS |= {"train_builder+cluster": BUILDER, "researcher_memorygym+researcher_clus
 
 
 def run(files, cluster, *overrides, **kw):
-    return plan(load_job(files, list(overrides)), load_cluster(cluster), **kw)
+    return place_job(load_job(files, list(overrides)), load_cluster(cluster), **kw)
 
 
 def placed(report, role):
@@ -218,7 +218,7 @@ def test_kuberay_gpu_memory_comes_from_the_node_selector(tmp_path):
     bare = mutated(tmp_path, KUBERAY, no_selector)
     report = run(BUILDER, bare)
     assert any("GPU memory of node type learner is unknown" in p for p in report.problems)
-    assert plan(load_job(BUILDER), load_cluster(bare, gpu_memory_gib=80)).ok
+    assert place_job(load_job(BUILDER), load_cluster(bare, gpu_memory_gib=80)).ok
 
 
 # --- reading cluster files and models -----------------------------------------------------------------------

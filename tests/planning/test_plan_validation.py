@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from librarian.pipelines.plan_job import guess, load_job, main, set_keys
+from librarian.pipelines.plan_command import guess, load_job, main, set_keys
 from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import plan
+from librarian.planning.job_plan import place_job
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = ROOT / "infra/ray/cluster.yaml"
@@ -100,19 +100,19 @@ def learner_problems(report) -> list[str]:
 def test_every_suggested_fix_makes_the_estimate_fit(overrides, policy, gib):
     files = [str(ROOT / f) for f in BUILDER]
     cluster = load_cluster(LAUNCHER, gpu_memory_gib=gib)
-    report = plan(load_job(files, overrides).config, cluster, policy=policy)
+    report = place_job(load_job(files, overrides).config, cluster, policy=policy)
     problems = learner_problems(report)
     assert problems, report.problems
     fixes = fixes_in(problems[0])
     assert fixes, problems[0]
     for fix in fixes:
-        again = plan(load_job(files, overrides + fix).config, cluster, policy=policy)
+        again = place_job(load_job(files, overrides + fix).config, cluster, policy=policy)
         assert not learner_problems(again), (fix, learner_problems(again))
 
 
 def test_weights_alone_over_the_gpu_say_so_and_suggest_nothing():
     files = [str(ROOT / f) for f in BUILDER]
-    report = plan(load_job(files).config, load_cluster(LAUNCHER, gpu_memory_gib=2), policy="qwen2.5-32b")
+    report = place_job(load_job(files).config, load_cluster(LAUNCHER, gpu_memory_gib=2), policy="qwen2.5-32b")
     problem = learner_problems(report)[0]
     assert "the weights alone (61.0 GiB) do not fit" in problem
     assert "no setting here makes it fit" in problem and "use GPUs with more memory or a smaller model" in problem

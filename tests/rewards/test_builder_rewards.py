@@ -78,7 +78,7 @@ ANSWERS = {F0.key: [0.0, 0.0], P8.key: [1.0, 0.5], P16.key: [1.0, 0.0], FT.key: 
 
 
 class BatchRunner:
-    """A probe runner with `run_many` that records each batch of (content hash, snapshot) it is given."""
+    """Probes (`construction.Probes`) with `run_many` that records each batch of (content hash, snapshot) it is given."""
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []

@@ -14,7 +14,7 @@ from librarian.datasets.kbgym.build import SplitSizes, build_kbgym
 from librarian.datasets.memorygym import MemoryGymConfig
 from librarian.evaluation.memory_tasks import memorygym_task
 from librarian.models.scripted import ScriptedBackend
-from librarian.pipelines.builder.config import DataConfig
+from librarian.pipelines.builder.config import BuilderDataConfig
 from librarian.pipelines.builder.corpora import make_corpora
 from librarian.pipelines.researcher.config import ResearcherDataConfig
 from librarian.pipelines.researcher.steps import hint_input
@@ -116,8 +116,8 @@ def test_llm_hinter_never_sees_the_sources_and_redacts_them(cfg):
 
 # ---- the builder (paper 000 ablation): every training question of the KBGym builder corpora ----------------------
 
-_B = DataConfig()
-CORPORA = [  # (people, seed, corpora, questions, docs, max_support): DataConfig defaults and a larger universe
+_B = BuilderDataConfig()
+CORPORA = [  # (people, seed, corpora, questions, docs, max_support): BuilderDataConfig defaults and a larger universe
     (_B.people, _B.seed, _B.train_corpora, _B.questions_per_corpus, _B.docs_per_corpus, _B.max_support),
     (200, 2, 64, 2, 24, 3),
 ]

@@ -11,11 +11,11 @@ import pytest
 from librarian.datasets import to_documents
 from librarian.datasets.phantomwiki import PWConfig, convert, generate
 from librarian.models import make_backend
-from librarian.models.scripted_kbgym import Event
-from librarian.models.scripted_kbgym import parse_question as kbgym_question
-from librarian.models.scripted_phantom import parse_facts, parse_question
-from librarian.models.scripted_phantom_curator import merged_into
-from librarian.models.scripted_phantom_reader import index_key, indexed, parse_index
+from librarian.models.scripted.kbgym import Event
+from librarian.models.scripted.kbgym import parse_question as kbgym_question
+from librarian.models.scripted.phantom import parse_facts, parse_question
+from librarian.models.scripted.phantom_curator import merged_into
+from librarian.models.scripted.phantom_reader import index_key, indexed, parse_index
 from librarian.rewards.scoring import score_answer
 from librarian.roles import ToolContext, ToolEnv, kbgym_curator, kbgym_reader, run_episode, run_episodes
 from librarian.roles.kbgym_passes import curation_task

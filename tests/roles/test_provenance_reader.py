@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from librarian.models import make_backend
-from librarian.models.scripted_reader import Knowledge
+from librarian.models.scripted.reader import KBGymKnowledge
 from librarian.roles import ToolContext, ToolEnv, kbgym_reader, run_episode
 from librarian.search import EmbeddedIndex, IndexSync
 from librarian.workspace import CreateFile, Document, Workspace, views
@@ -75,9 +75,9 @@ def test_provenance_trust_needs_the_reads_to_show_sources_and_settings_are_check
     index_of(ws, sync, list(range(8)))
     assert ask(ws, index, "provenance", depth=5, sources=False).answer == "5"  # nothing raw in the read
     with pytest.raises(ValueError, match="trust must be one of"):
-        Knowledge([], trust="blind")
+        KBGymKnowledge([], trust="blind")
     with pytest.raises(ValueError, match="depth"):
-        Knowledge([], depth=-1)
+        KBGymKnowledge([], depth=-1)
     with pytest.raises(ValueError, match="no setting colour"):
         make_backend("scripted", policy="kbgym_reader", colour="red")
 

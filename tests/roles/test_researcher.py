@@ -11,7 +11,7 @@ from librarian.datasets.memorygym import MemoryGymConfig, build_instances, synth
 from librarian.models.constrained import MAX_ITEMS, MAX_STRING, compiler_for
 from librarian.models.hf import smollm2_tokenizer
 from librarian.models.scripted import ScriptedBackend, make_scripted_backend, tool_call_text
-from librarian.models.scripted_researcher import ScriptedResearcher, _terms, clip_words, short_query
+from librarian.models.scripted.researcher import ScriptedResearcher, _terms, clip_words, short_query
 from librarian.rewards.source_recall import source_recall
 from librarian.roles import ToolContext
 from librarian.roles.definitions import jam_researcher as jam_researcher_role

@@ -11,8 +11,8 @@ from librarian.datasets import to_documents
 from librarian.datasets.kbgym.build import build_kbgym
 from librarian.datasets.kbgym.templates import TEMPLATES
 from librarian.models import make_backend
-from librarian.models.scripted_curator import question_keys
-from librarian.models.scripted_kbgym import Fact, parse_fact, parse_question
+from librarian.models.scripted.curator import question_keys
+from librarian.models.scripted.kbgym import StatedFact, parse_fact, parse_question
 from librarian.rewards.scoring import score_answer
 from librarian.roles import (
     ToolContext,
@@ -67,7 +67,7 @@ def test_every_fact_sentence_parses(kbgym) -> None:
         fact = parse_fact(doc.text)
         assert fact is not None and fact.rel == doc.source, doc.text
     assert parse_fact("Residents of Port Avel") is None
-    assert parse_fact("Ada Moss lives in Port Avel.") == Fact("Ada Moss", "city", "Port Avel")
+    assert parse_fact("Ada Moss lives in Port Avel.") == StatedFact("Ada Moss", "city", "Port Avel")
 
 
 def test_scripted_reader_answers_every_template_on_the_flat_store_deterministically(kbgym) -> None:

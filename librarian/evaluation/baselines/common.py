@@ -17,7 +17,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from librarian.models.scripted_kbgym import parse_fact
+from librarian.models.scripted.kbgym import parse_fact
 from librarian.workspace import Op, Workspace
 from librarian.workspace.ops import MAX_LINK_MANY_TARGETS, LinkMany
 from librarian.workspace.views import estimate_tokens

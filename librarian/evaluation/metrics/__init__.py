@@ -6,8 +6,8 @@ from librarian.evaluation.metrics.breakeven import break_even
 from librarian.evaluation.metrics.coverage import CoverageReadings, coverage_readings, question_coverage
 from librarian.evaluation.metrics.gradient import GradientRow, QueryResult, gradient_table
 from librarian.evaluation.metrics.index_quality import (
+    AuthoredIndex,
     IndexQuality,
-    IndexRecord,
     KindQuality,
     index_quality,
     verified_coverage,
@@ -23,7 +23,7 @@ from librarian.evaluation.metrics.rho import CoverageGain, gain_per_coverage_poi
 from librarian.evaluation.metrics.structure import headline, structure_table
 
 __all__ = [
-    "CI", "AmortizationCurve", "CoverageGain", "CoverageReadings", "GradientRow", "IndexQuality", "IndexRecord",
+    "CI", "AmortizationCurve", "CoverageGain", "CoverageReadings", "GradientRow", "IndexQuality", "AuthoredIndex",
     "KindQuality", "QueryCost", "QueryResult", "ReadingStats", "bootstrap_ci", "break_even", "cheaper_from",
     "cluster_bootstrap_ci", "coverage_readings", "crossover", "gain_per_coverage_point", "gradient_table",
     "headline", "index_quality", "mean_pass_at_k", "paired_bootstrap_ci", "pass_at_k", "query_cost_from_summary",

@@ -1,6 +1,6 @@
 """Index quality by key kind (paper 001, Table V): out-degree, link precision and member recall.
 
-Dataset-independent core: each index arrives as an `IndexRecord` already
+Dataset-independent core: each index arrives as an `AuthoredIndex` already
 judged against ground truth (for KBGym by `kbgym_index.kbgym_index_records`).
 Precision is micro-averaged (correct scored links / scored links of the
 kind); member recall is the mean over indexes of the share of the key's true
@@ -19,7 +19,7 @@ STATUSES: tuple[str, ...] = ("index", "materialized", "empty", "unresolved")
 
 
 @dataclass(frozen=True, slots=True)
-class IndexRecord:
+class AuthoredIndex:
     """One authored index: its key kind (None if unresolved), links, and how they score.
 
     `scored_links`/`correct_links` count links whose target the ground truth
@@ -73,7 +73,7 @@ class IndexQuality:
     counts: dict[str, int]
 
 
-def _row(kind: str, recs: Sequence[IndexRecord]) -> KindQuality:
+def _row(kind: str, recs: Sequence[AuthoredIndex]) -> KindQuality:
     scored = sum(r.scored_links for r in recs)
     precision = sum(r.correct_links for r in recs) / scored if scored else 0.0
     recalls = [r.members_hit / r.members for r in recs if r.members]
@@ -81,7 +81,7 @@ def _row(kind: str, recs: Sequence[IndexRecord]) -> KindQuality:
                        sum(recalls) / len(recalls) if recalls else 0.0)
 
 
-def index_quality(records: Sequence[IndexRecord]) -> IndexQuality:
+def index_quality(records: Sequence[AuthoredIndex]) -> IndexQuality:
     """Table V over judged index records (kinds in first-seen order)."""
     counts = dict.fromkeys(STATUSES, 0)
     for r in records:
@@ -92,7 +92,7 @@ def index_quality(records: Sequence[IndexRecord]) -> IndexQuality:
     return IndexQuality(rows, _row("all", scored) if scored else None, counts)
 
 
-def verified_coverage(records: Sequence[IndexRecord], raw_total: int) -> float:
+def verified_coverage(records: Sequence[AuthoredIndex], raw_total: int) -> float:
     """Share of the `raw_total` source documents that some correct index link reaches."""
     if raw_total <= 0:
         raise ValueError(f"raw_total must be > 0 (got {raw_total})")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from librarian.datasets.kbgym.facts import PERSON_RELATIONS
 from librarian.datasets.kbgym.universe import Universe
-from librarian.evaluation.metrics.index_quality import IndexRecord, Status
+from librarian.evaluation.metrics.index_quality import AuthoredIndex, Status
 from librarian.workspace.nodes import Node, NodeSource
 
 ATTRIBUTE_KINDS = ("city", "job", "hobby")
@@ -120,12 +120,12 @@ class KBGymKeys:
         named = {self.names[m.group(1).lower()] for m in self._person_re.finditer(text)}
         return (named & key.members) - {key.anchor}
 
-    def record(self, node: Node, src: NodeSource, own: dict[str, set[str]] | None = None) -> IndexRecord:
+    def record(self, node: Node, src: NodeSource, own: dict[str, set[str]] | None = None) -> AuthoredIndex:
         """Judge one authored index node (`own`: raw document ids by subject, from `own_documents`)."""
         key = self.resolve(node.text)
         degree = len(node.links)
         if key is None:
-            return IndexRecord(node.id, None, "", "empty" if not degree else "unresolved", degree)
+            return AuthoredIndex(node.id, None, "", "empty" if not degree else "unresolved", degree)
         status: Status = "empty" if not degree else ("materialized" if self.listed_members(node.text, key)
                                                      else "index")
         scored = correct = 0
@@ -150,7 +150,7 @@ class KBGymKeys:
             members, members_hit = len(docs), len(docs & targets)
         else:
             members, members_hit = len(key.members), len(hit_people)
-        return IndexRecord(node.id, key.kind, key.label, status, degree, scored, correct, members, members_hit,
+        return AuthoredIndex(node.id, key.kind, key.label, status, degree, scored, correct, members, members_hit,
                            frozenset(targets))
 
 
@@ -163,7 +163,7 @@ def own_documents(src: NodeSource) -> dict[str, set[str]]:
     return out
 
 
-def kbgym_index_records(src: NodeSource, universe: Universe) -> list[IndexRecord]:
+def kbgym_index_records(src: NodeSource, universe: Universe) -> list[AuthoredIndex]:
     """Judge every active synthetic node of a KBGym workspace against its universe."""
     keys = KBGymKeys(universe)
     own = own_documents(src)

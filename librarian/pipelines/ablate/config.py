@@ -5,8 +5,8 @@ A sweep is a `pipeline` (a name in `registry.PIPELINES`, or `module:function`), 
 list of values; the cartesian product) and/or explicit `cells` ({name,
 overrides, resources}), optionally replicated over `seeds`, and optionally
 searched (`search: random | optuna` over `space`, `num_samples` trials per
-cell). `plan` turns it into `Cell`s, each with a filesystem-safe unique name;
-`validate` loads each cell's config through the pipeline's own `load_config`
+cell). `sweep_cells` turns it into `Cell`s, each with a filesystem-safe unique
+name; `validate` loads each cell's config through the pipeline's own `load_config`
 (and check), so a typo fails before anything runs, with the cell and the key
 named; `placement` sizes a cell's Ray Tune trial from its config.
 """
@@ -199,7 +199,7 @@ class Cell:
     config: Any = None  # the pipeline's validated config
 
 
-def plan(cfg: AblateConfig) -> list[Cell]:
+def sweep_cells(cfg: AblateConfig) -> list[Cell]:
     """Cells from grid, explicit cells and seeds (no validation of the pipeline's keys yet)."""
     cells: list[tuple[str | None, dict[str, Any], dict[str, Any]]] = [(None, o, {}) for o in grid_cells(cfg.grid)]
     for i, entry in enumerate(cfg.cells):
@@ -307,7 +307,7 @@ def actor_bundles(config: Any) -> list[dict[str, float]]:
 
 
 @dataclass(frozen=True)
-class Placement:
+class TrialPlacement:
     """A cell's trial: `head` (what the trial process holds), the `bundles` its actors fill, the strategy."""
 
     head: dict
@@ -322,7 +322,7 @@ class Placement:
         return out
 
 
-def placement(cfg: AblateConfig, cell: Cell) -> Placement:
+def placement(cfg: AblateConfig, cell: Cell) -> TrialPlacement:
     """A cell's resources: its own over the sweep's; -1: a bundle per actor of its config (one CPU when it
     starts none); cpus/gpus >= 0: one bundle of that size that its actors share."""
     res = {"cpus": cfg.resources.cpus, "gpus": cfg.resources.gpus, "custom": dict(cfg.resources.custom),
@@ -332,14 +332,14 @@ def placement(cfg: AblateConfig, cell: Cell) -> Placement:
     head = {str(k): float(v) for k, v in dict(res.get("custom") or {}).items() if v}
     cpus, gpus = float(res.get("cpus", -1)), float(res.get("gpus", -1))
     if cpus < 0 and gpus < 0:
-        return Placement(head, actors, strategy)
-    auto = Placement({}, actors).total()
+        return TrialPlacement(head, actors, strategy)
+    auto = TrialPlacement({}, actors).total()
     one = {"CPU": cpus if cpus >= 0 else auto.get("CPU", 0.0), "GPU": gpus if gpus >= 0 else auto.get("GPU", 0.0)}
     one = {k: v for k, v in one.items() if v}
     if not one and not head:
         raise ConfigError(f"cell {cell.name!r}: resources reserve nothing (cpus 0, gpus 0, no custom); a Ray Tune "
                           "trial needs some resource")
-    return Placement(head, [one] if one else [], strategy)
+    return TrialPlacement(head, [one] if one else [], strategy)
 
 
 def check(cfg: AblateConfig) -> None:

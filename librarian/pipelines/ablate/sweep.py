@@ -134,7 +134,7 @@ def run(cfg: AblateConfig) -> dict[str, Any]:
     started = time.perf_counter()
     out = Path(cfg.out_dir).resolve()
     schema, _, _ = pipeline(cfg.pipeline).load()
-    cells = ac.plan(cfg)
+    cells = ac.sweep_cells(cfg)
     ac.validate(cfg, cells, out)  # every key checked before anything starts
     if cfg.space:  # the sampled keys too, with one sample of each range
         drawn = srch.sample(cfg.space, cfg.sample_seed)

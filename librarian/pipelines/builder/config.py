@@ -21,7 +21,7 @@ from librarian.rl.config import RLConfig, SFTConfig
 
 
 @dataclass
-class DataConfig:
+class BuilderDataConfig:
     """The KBGym universe, the builder corpora cut from it, and which questions they hold."""
 
     people: int = 60
@@ -91,7 +91,7 @@ class TrainBuilderConfig(RLConfig):
     rollout: BuilderRolloutConfig = field(default_factory=BuilderRolloutConfig)
     sft: BuilderSFTConfig = field(default_factory=BuilderSFTConfig)
     out_dir: str = "build/train_builder"  # folder the run writes: results.json, results.md, report.html, plots, trajectories, checkpoints, the local MLflow store
-    data: DataConfig = field(default_factory=DataConfig)
+    data: BuilderDataConfig = field(default_factory=BuilderDataConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
     exam: ExamConfig = field(default_factory=ExamConfig)

@@ -123,7 +123,7 @@ def split_sizes(data: Any) -> dict[str, int]:
 
 
 def task_corpora(data: Any, exam: bool = True) -> tuple[Any, list[Corpus], list[Corpus]]:
-    """(KBGym, training corpora, exam corpora) as a `DataConfig` describes them.
+    """(KBGym, training corpora, exam corpora) as a `BuilderDataConfig` describes them.
 
     The universe's split sizes are `data.split_sizes` over the pipeline's
     defaults (train: 4 questions a training corpus, at least 30); the new

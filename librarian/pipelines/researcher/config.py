@@ -19,7 +19,7 @@ from librarian.cluster.researcher_jobs import ResearcherRolloutConfig, ResearchS
 from librarian.config import ConfigError
 from librarian.evaluation.memory_eval import ArmsSettings, ResearcherEvalConfig
 from librarian.learner.config import LearnerConfig, LossConfig
-from librarian.models.scripted_researcher import ScriptedResearcher
+from librarian.models.scripted.researcher import ScriptedResearcher
 from librarian.rl.config import RLConfig, SFTConfig
 
 

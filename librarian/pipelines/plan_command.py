@@ -26,12 +26,11 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from librarian.config import ConfigError, describe, load_config, split_args, to_plain
-from librarian.pipelines.ablate.config import AblateConfig, validate
+from librarian.pipelines.ablate.config import AblateConfig, sweep_cells, validate
 from librarian.pipelines.ablate.config import load as load_sweep
-from librarian.pipelines.ablate.config import plan as cells_of
 from librarian.pipelines.registry import PIPELINES
 from librarian.planning.cluster_file import load_cluster
-from librarian.planning.job_plan import DEFAULT_CLUSTERS, default_clusters, plan, render
+from librarian.planning.job_plan import DEFAULT_CLUSTERS, default_clusters, place_job, render
 
 
 @dataclass
@@ -104,7 +103,7 @@ def load_job(files: Sequence[str], overrides: Sequence[str] = (), pipeline: str 
 def _sweep(args: list[str]) -> Job:
     """A sweep: every cell validated by its pipeline (as `librarian ablate` does); the first cell planned."""
     sweep: AblateConfig = load_sweep(args)
-    cells = validate(sweep, cells_of(sweep), Path(sweep.out_dir))
+    cells = validate(sweep, sweep_cells(sweep), Path(sweep.out_dir))
     return Job(sweep.pipeline, to_plain(cells[0].config), f"named by the sweep, {len(cells)} cell(s) validated",
                cells[0].name)
 
@@ -141,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not clusters:
             raise ConfigError(f"no --cluster FILE given and none of {', '.join(DEFAULT_CLUSTERS)} here")
         job = load_job(files, overrides, args.pipeline)
-        reports = [plan(job.config, load_cluster(c, args.gpu_memory), args.policy, args.answerer) for c in clusters]
+        reports = [place_job(job.config, load_cluster(c, args.gpu_memory), args.policy, args.answerer) for c in clusters]
     except ConfigError as exc:
         print(f"librarian plan: {exc}", file=sys.stderr)
         return 2

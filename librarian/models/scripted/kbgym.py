@@ -1,8 +1,8 @@
 """What the scripted KBGym policies read: question wording, fact sentences, and their own transcript.
 
 Everything here parses text a model would see. A question's wording becomes
-a small plan (`Plan`: what to compute over which sets); a fact sentence
-becomes a `Fact`; the conversation becomes the list of calls made so far
+a small plan (`QuestionPlan`: what to compute over which sets); a fact sentence
+becomes a `StatedFact`; the conversation becomes the list of calls made so far
 with their parsed observations (`transcript`). Nothing here sees a gold
 answer or the universe graph.
 """
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from librarian.models.base import Message
-from librarian.models.scripted import observation_text
+from librarian.models.scripted.base import observation_text
 
 SINGLE_RELATIONS = ("mother", "father", "spouse")
 SET_RELATIONS = ("child", "sibling", "friend")
@@ -25,7 +25,7 @@ ATTRIBUTES = ("job", "hobby", "city", "birthdate")
 
 
 @dataclass(frozen=True, slots=True)
-class Fact:
+class StatedFact:
     """(subject, relation, object) as stated by one atomic sentence."""
 
     subj: str
@@ -46,7 +46,7 @@ _CITATION = re.compile(r"^(?:(?![.!?]\s)[^:\n])+: (?=\S)")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+\S")
 
 
-def parse_fact(text: str) -> Fact | None:
+def parse_fact(text: str) -> StatedFact | None:
     """The fact one sentence states, or None when the text is not a fact sentence (an index, a note).
 
     A leading `<path>: ` citation (as the extractive content executor writes a source's line) is skipped;
@@ -60,7 +60,7 @@ def parse_fact(text: str) -> Fact | None:
     for pattern in _FACT_RES:
         m = pattern.match(line)
         if m:
-            return Fact(m["s"], _REL_ALIAS.get(m["r"], m["r"]), m["o"])
+            return StatedFact(m["s"], _REL_ALIAS.get(m["r"], m["r"]), m["o"])
     return None
 
 
@@ -79,7 +79,7 @@ Expr = tuple
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class QuestionPlan:
     """What the question asks: `op` over `expr` (value, name, list, count, oldest, youngest)."""
 
     op: str
@@ -104,37 +104,37 @@ def _p(name: str) -> Expr:
 
 def _rules() -> list[tuple[re.Pattern[str], object]]:
     r = [
-        (r"What is the (job|hobby) of the (\w+) of (.+)'s (\w+)\?", lambda m: Plan(
+        (r"What is the (job|hobby) of the (\w+) of (.+)'s (\w+)\?", lambda m: QuestionPlan(
             "value", ("attr", ("rel", ("rel", _p(m[3]), m[4]), m[2]), m[1]))),
-        (r"What is the (job|hobby) of (.+)'s " + _REL + r"\?", lambda m: Plan(
+        (r"What is the (job|hobby) of (.+)'s " + _REL + r"\?", lambda m: QuestionPlan(
             "value", ("attr", ("rel", _p(m[2]), m[3]), m[1]))),
-        (r"Which city does (.+)'s " + _REL + r" live in\?", lambda m: Plan(
+        (r"Which city does (.+)'s " + _REL + r" live in\?", lambda m: QuestionPlan(
             "value", ("attr", ("rel", _p(m[1]), m[2]), "city"))),
-        (r"Who is the " + _REL + r" of (.+)'s " + _REL + r"\?", lambda m: Plan(
+        (r"Who is the " + _REL + r" of (.+)'s " + _REL + r"\?", lambda m: QuestionPlan(
             "name", ("rel", ("rel", _p(m[2]), m[3]), m[1]))),
-        (r"What is (.+)'s (job|hobby)\?", lambda m: Plan("value", ("attr", _p(m[1]), m[2]))),
-        (r"Which city does (.+) live in\?", lambda m: Plan("value", ("attr", _p(m[1]), "city"))),
-        (r"How many people live in (.+)\?", lambda m: Plan("count", ("group", "city", m[1]))),
-        (r"How many people have the job (.+)\?", lambda m: Plan("count", ("group", "job", m[1]))),
-        (r"How many friends does (.+) have\?", lambda m: Plan("count", ("members", _p(m[1]), "friend"))),
-        (r"How many grandchildren does (.+) have\?", lambda m: Plan(
+        (r"What is (.+)'s (job|hobby)\?", lambda m: QuestionPlan("value", ("attr", _p(m[1]), m[2]))),
+        (r"Which city does (.+) live in\?", lambda m: QuestionPlan("value", ("attr", _p(m[1]), "city"))),
+        (r"How many people live in (.+)\?", lambda m: QuestionPlan("count", ("group", "city", m[1]))),
+        (r"How many people have the job (.+)\?", lambda m: QuestionPlan("count", ("group", "job", m[1]))),
+        (r"How many friends does (.+) have\?", lambda m: QuestionPlan("count", ("members", _p(m[1]), "friend"))),
+        (r"How many grandchildren does (.+) have\?", lambda m: QuestionPlan(
             "count", ("members_of", ("members", _p(m[1]), "child"), "child"))),
-        (r"How many people living in (.+) have the hobby (.+)\?", lambda m: Plan(
+        (r"How many people living in (.+) have the hobby (.+)\?", lambda m: QuestionPlan(
             "count", ("and", ("group", "city", m[1]), ("group", "hobby", m[2])))),
-        (r"Who is (.+)'s oldest friend\?", lambda m: Plan("oldest", ("members", _p(m[1]), "friend"))),
-        (r"Who is (.+)'s " + _REL + r"\?", lambda m: Plan("name", ("rel", _p(m[1]), m[2]))),
-        (r"Who is a friend of both (.+) and (.+)\?", lambda m: Plan(
+        (r"Who is (.+)'s oldest friend\?", lambda m: QuestionPlan("oldest", ("members", _p(m[1]), "friend"))),
+        (r"Who is (.+)'s " + _REL + r"\?", lambda m: QuestionPlan("name", ("rel", _p(m[1]), m[2]))),
+        (r"Who is a friend of both (.+) and (.+)\?", lambda m: QuestionPlan(
             "list", ("and", ("members", _p(m[1]), "friend"), ("members", _p(m[2]), "friend")))),
-        (r"Which of (.+)'s friends live in (.+)\?", lambda m: Plan(
+        (r"Which of (.+)'s friends live in (.+)\?", lambda m: QuestionPlan(
             "list", ("filter", ("members", _p(m[1]), "friend"), "city", m[2]))),
-        (r"Which of (.+)'s friends have the job (.+)\?", lambda m: Plan(
+        (r"Which of (.+)'s friends have the job (.+)\?", lambda m: QuestionPlan(
             "list", ("filter", ("members", _p(m[1]), "friend"), "job", m[2]))),
-        (r"Which child of (.+) has the job (.+)\?", lambda m: Plan(
+        (r"Which child of (.+) has the job (.+)\?", lambda m: QuestionPlan(
             "list", ("filter", ("members", _p(m[1]), "child"), "job", m[2]))),
-        (r"Who is the oldest person living in (.+)\?", lambda m: Plan("oldest", ("group", "city", m[1]))),
-        (r"Who is the youngest person with the job (.+)\?", lambda m: Plan("youngest", ("group", "job", m[1]))),
-        (r"Who was born on (\d{4}-\d{2}-\d{2})\?", lambda m: Plan("list", ("group", "birthdate", m[1]))),
-        (r"Who " + _COND + " and " + _COND + r"\?", lambda m: Plan(
+        (r"Who is the oldest person living in (.+)\?", lambda m: QuestionPlan("oldest", ("group", "city", m[1]))),
+        (r"Who is the youngest person with the job (.+)\?", lambda m: QuestionPlan("youngest", ("group", "job", m[1]))),
+        (r"Who was born on (\d{4}-\d{2}-\d{2})\?", lambda m: QuestionPlan("list", ("group", "birthdate", m[1]))),
+        (r"Who " + _COND + " and " + _COND + r"\?", lambda m: QuestionPlan(
             "list", ("and", ("group", _COND_ATTR[m[1]], m[2]), ("group", _COND_ATTR[m[3]], m[4])))),
     ]
     return [(re.compile("^" + pattern + "$"), build) for pattern, build in r]
@@ -143,14 +143,14 @@ def _rules() -> list[tuple[re.Pattern[str], object]]:
 _RULES = _rules()
 
 
-def parse_question(question: str) -> Plan | None:
+def parse_question(question: str) -> QuestionPlan | None:
     """The plan for a KBGym question's wording, or None when the wording is not understood."""
     text = " ".join(question.split())
     for pattern, build in _RULES:
         m = pattern.match(text)
         if m:
             plan = build(m)  # type: ignore[operator]
-            return Plan(plan.op, plan.expr, text)
+            return QuestionPlan(plan.op, plan.expr, text)
     return None
 
 
@@ -185,7 +185,7 @@ class SearchHit:
     text: str
 
     @property
-    def fact(self) -> Fact | None:
+    def fact(self) -> StatedFact | None:
         return parse_fact(self.text)
 
 

@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import tool_call_text
-from librarian.models.scripted_kbgym import Fact, budget_from_prompt, parse_fact, transcript
+from librarian.models.scripted.base import tool_call_text
+from librarian.models.scripted.kbgym import StatedFact, budget_from_prompt, parse_fact, transcript
 
 STOP_WORDS = frozenset(
     "the and for with that this from have has had was were are is its his her their they them then than "
@@ -74,8 +74,8 @@ INDEX_TITLES = {"city": "Residents of {v}", "job": "People whose job is {v}", "h
 MIN_MEMBERS = 3
 
 
-def fact_sentence(f: Fact) -> str:
-    """The KBGym sentence stating `f` (the wording `scripted_kbgym.parse_fact` reads back)."""
+def fact_sentence(f: StatedFact) -> str:
+    """The KBGym sentence stating `f` (the wording `scripted.kbgym.parse_fact` reads back)."""
     if f.rel == "city":
         return f"{f.subj} lives in {f.obj}."
     if f.rel == "birthdate":
@@ -83,7 +83,7 @@ def fact_sentence(f: Fact) -> str:
     return f"{f.subj}'s {f.rel} is {f.obj}."
 
 
-def name_fact(path: str) -> Fact | None:
+def name_fact(path: str) -> StatedFact | None:
     """The fact a file name states (`<id> <sentence>`, as `make_corpora(path_style="sentence"|"top")` names them)."""
     name = path.rsplit("/", 1)[-1]
     if " " not in name:
@@ -114,10 +114,10 @@ class KeyIndex:
         return "\n".join([self.title + ":"] + [s for _, s in self.lines])
 
 
-def key_indexes(facts: dict[str, Fact], min_members: int = MIN_MEMBERS,
+def key_indexes(facts: dict[str, StatedFact], min_members: int = MIN_MEMBERS,
                 member_attrs: tuple[str, ...] = MEMBER_ATTRS) -> list[KeyIndex]:
     """Indexes of the attribute values shared by `min_members`+ people, largest first (then city, job, hobby)."""
-    by_subject: dict[str, dict[str, tuple[str, Fact]]] = {}
+    by_subject: dict[str, dict[str, tuple[str, StatedFact]]] = {}
     groups: dict[tuple[str, str], list[str]] = {}
     for path in sorted(facts):
         f = facts[path]

@@ -3,8 +3,8 @@
 Each turn it rebuilds what it knows from its own visible transcript (the
 facts in search snippets and reads, which queries and pages it already ran,
 which index documents it read) and evaluates the question's plan
-(`scripted_kbgym.parse_question`) against that knowledge. Evaluation either
-yields the answer or names the first missing piece (a `Need`), whose next
+(`scripted.kbgym.parse_question`) against that knowledge. Evaluation either
+yields the answer or names the first missing piece (a `KBGymNeed`), whose next
 action is chosen by fixed rules:
 
 - a value (someone's job, mother...) is found when a snippet states it; a set
@@ -42,20 +42,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import (
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import (
     SET_RELATIONS,
     Event,
     Expr,
-    Fact,
     SearchHit,
+    StatedFact,
     budget_from_prompt,
     parse_fact,
     parse_question,
     transcript,
 )
-from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
-from librarian.models.scripted_phantom_reader import reader_step
+from librarian.models.scripted.phantom import event_texts, is_phantom_question, reads_as_phantom
+from librarian.models.scripted.phantom_reader import reader_step
 
 UNKNOWN = "unknown"
 TRUSTS = ("index", "provenance")
@@ -64,7 +64,7 @@ MAX_VALUE_PAGES = 3
 
 
 @dataclass(frozen=True, slots=True)
-class Need:
+class KBGymNeed:
     """A missing piece: a value of `anchor` (kind 'value'), or a set ('group', 'members')."""
 
     kind: str  # value | group | members
@@ -82,7 +82,7 @@ class Need:
             return f"{self.anchor} was born on"
         return f"{self.anchor}'s {self.rel}"
 
-    def matches(self, f: Fact) -> bool:
+    def matches(self, f: StatedFact) -> bool:
         """True when the fact states (part of) what this need asks for."""
         if self.kind == "group":
             return f.rel == self.rel and f.obj.lower() == self.anchor.lower()
@@ -90,7 +90,7 @@ class Need:
             return f.subj == self.anchor and f.rel == self.rel
         return self.member(f) is not None
 
-    def member(self, f: Fact) -> str | None:
+    def member(self, f: StatedFact) -> str | None:
         """The member a fact shows for a set need (None if it shows none)."""
         if self.kind == "group":
             return f.subj if self.matches(f) else None
@@ -118,15 +118,15 @@ def _slug(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-class Pending(Exception):  # noqa: N818 - control flow, not an error
+class KBGymPending(Exception):  # noqa: N818 - control flow, not an error
     """Evaluation stopped at a need the transcript does not settle yet."""
 
-    def __init__(self, need: Need) -> None:
+    def __init__(self, need: KBGymNeed) -> None:
         super().__init__(need.query)
         self.need = need
 
 
-class Knowledge:
+class KBGymKnowledge:
     """What the transcript shows: facts, pages per query, index documents seen and read.
 
     `trust` and `depth` as in the module docstring (`provenance` keeps only raw evidence, the first `depth` raw
@@ -142,7 +142,7 @@ class Knowledge:
         self.left = left  # actions left, this one included (0: unknown)
         self.provenance = trust == "provenance"
         self.depth = depth
-        self.facts: set[Fact] = set()
+        self.facts: set[StatedFact] = set()
         self.pages: dict[str, list[Event]] = defaultdict(list)
         self.index_hits: dict[str, str] = {}  # id -> text of non-fact hits
         self.reads: dict[str, Event] = {}
@@ -177,7 +177,7 @@ class Knowledge:
         hits = [h for e in sorted(self.pages.get(query, ()), key=lambda e: e.page) for h in e.hits if h.kind == "raw"]
         return hits[:self.depth] if self.depth else hits
 
-    def raw_route(self, need: Need) -> str:
+    def raw_route(self, need: KBGymNeed) -> str:
         """Where the flat reading of `need`'s search stands (provenance trust): `open` (read the next page),
         `complete` (the results drifted past the need or ran out: everything is seen) or `capped` (the depth or
         the page limit cut it: an index may still add)."""
@@ -196,7 +196,7 @@ class Knowledge:
             return "complete"
         return "capped" if len(pages) >= need.max_pages else "open"
 
-    def _drifted_hits(self, need: Need, hits: Sequence[SearchHit]) -> bool:
+    def _drifted_hits(self, need: KBGymNeed, hits: Sequence[SearchHit]) -> bool:
         """The raw results moved past what the need asks for (ranked search puts it first)."""
         if need.kind == "value":
             return any(h.fact is not None and not need.matches(h.fact) for h in hits)
@@ -204,7 +204,7 @@ class Knowledge:
             return any(h.fact is not None and not need.names_index(h.text) for h in hits)
         return any(not need.names_index(h.text) for h in hits)
 
-    def may_look_further(self, need: Need) -> bool:
+    def may_look_further(self, need: KBGymNeed) -> bool:
         """Provenance trust, past the raw route: whether one more result page may still show an index named after
         the key (more pages exist, and actions remain for that page, the read and the answer)."""
         pages = self.pages.get(need.query, [])
@@ -213,7 +213,7 @@ class Knowledge:
         return max(pages, key=lambda e: e.page).has_more and len(pages) < need.max_pages
 
     # ----- need status
-    def _read_index_settles(self, need: Need) -> bool:
+    def _read_index_settles(self, need: KBGymNeed) -> bool:
         if self.provenance:  # an index is never the whole truth
             return False
         for e in self.reads.values():
@@ -222,7 +222,7 @@ class Knowledge:
                     return True
         return False
 
-    def unread_index(self, need: Need) -> str | None:
+    def unread_index(self, need: KBGymNeed) -> str | None:
         """An index document seen in this need's results that names its key and was not read yet (provenance
         trust: a synthetic file whose name names the key, as a reader navigates by file names; it follows the
         first such file it meets and no other)."""
@@ -236,7 +236,7 @@ class Knowledge:
                     return h.id
         return None
 
-    def exhausted(self, need: Need) -> bool:
+    def exhausted(self, need: KBGymNeed) -> bool:
         """True when the need's search has nothing more to give (or no actions are left)."""
         if self.final or self._read_index_settles(need):
             return True
@@ -252,7 +252,7 @@ class Knowledge:
             return True
         return self._drifted(need, last, pages)
 
-    def _drifted(self, need: Need, last: Event, pages: list[Event]) -> bool:
+    def _drifted(self, need: KBGymNeed, last: Event, pages: list[Event]) -> bool:
         """Ranked search puts what the need asks for first; this says when the results moved past it."""
         if need.kind == "value":  # a page showing other facts: the one asked for would have ranked above them
             return any(h.fact is not None and not need.matches(h.fact) for h in last.hits)
@@ -266,31 +266,31 @@ class Knowledge:
 
     # ----- evaluation
     def value(self, person: str, rel: str) -> str | None:
-        need = Need("value", person, rel, MAX_VALUE_PAGES)
+        need = KBGymNeed("value", person, rel, MAX_VALUE_PAGES)
         found = sorted(f.obj for f in self.facts if need.matches(f))
         if found:
             return found[0]
         if self.exhausted(need):
             return None
-        raise Pending(need)
+        raise KBGymPending(need)
 
-    def members(self, need: Need) -> set[str]:
+    def members(self, need: KBGymNeed) -> set[str]:
         got = {m for f in self.facts if (m := need.member(f)) is not None}
         if self.exhausted(need):
             return got
-        raise Pending(need)
+        raise KBGymPending(need)
 
     def eval_set(self, expr: Expr) -> set[str]:
         kind = expr[0]
         if kind == "group":
-            return self.members(Need("group", expr[2], expr[1]))
+            return self.members(KBGymNeed("group", expr[2], expr[1]))
         if kind == "members":
             person = self.eval_person(expr[1])
-            return set() if person is None else self.members(Need("members", person, expr[2]))
+            return set() if person is None else self.members(KBGymNeed("members", person, expr[2]))
         if kind == "members_of":
             out: set[str] = set()
             for p in sorted(self.eval_set(expr[1])):
-                out |= self.members(Need("members", p, expr[2]))
+                out |= self.members(KBGymNeed("members", p, expr[2]))
             return out
         if kind == "and":
             return self.eval_set(expr[1]) & self.eval_set(expr[2])
@@ -302,10 +302,10 @@ class Knowledge:
         """Members whose attr is value: one probe of the key's search (an index settles it), then lookups."""
         if not people:
             return set()
-        probe = Need("group", value, attr, max_pages=1)
+        probe = KBGymNeed("group", value, attr, max_pages=1)
         try:
             group = self.members(probe)
-        except Pending:
+        except KBGymPending:
             if not self.final:
                 raise
             group = set()
@@ -332,7 +332,7 @@ class Knowledge:
         return self.eval_person(expr)
 
 
-def _superlative(k: Knowledge, people: set[str], oldest: bool) -> str | None:
+def _superlative(k: KBGymKnowledge, people: set[str], oldest: bool) -> str | None:
     dated = []
     for p in sorted(people):
         d = k.value(p, "birthdate")
@@ -343,8 +343,8 @@ def _superlative(k: Knowledge, people: set[str], oldest: bool) -> str | None:
     return (min(dated) if oldest else max(dated))[1]
 
 
-def answer_for(question: str, k: Knowledge) -> str:
-    """The answer the knowledge supports, or raise `Pending` with the next need."""
+def answer_for(question: str, k: KBGymKnowledge) -> str:
+    """The answer the knowledge supports, or raise `KBGymPending` with the next need."""
     plan = parse_question(question)
     if plan is None:
         return UNKNOWN
@@ -358,7 +358,7 @@ def answer_for(question: str, k: Knowledge) -> str:
     return ", ".join(sorted(people)) if people else UNKNOWN
 
 
-def next_action(need: Need, k: Knowledge) -> str:
+def next_action(need: KBGymNeed, k: KBGymKnowledge) -> str:
     """Read an unread index that names the key, else fetch the next page of the need's search (provenance trust:
     the pages first, to the retrieval depth, then the indexes)."""
     index_id = k.unread_index(need)
@@ -377,7 +377,7 @@ class KBGymReader:
     __name__ = "kbgym_reader"
 
     def __init__(self, trust: str = "index", depth: int = 0) -> None:
-        Knowledge([], trust=trust, depth=depth)  # checks both
+        KBGymKnowledge([], trust=trust, depth=depth)  # checks both
         self.trust = trust
         self.depth = depth
 
@@ -390,12 +390,12 @@ class KBGymReader:
         budget = budget_from_prompt(messages)
         used = sum(1 for m in messages if m["role"] == "assistant")
         final = budget is not None and used >= budget - 1
-        k = Knowledge(events, final=final, trust=self.trust, depth=self.depth,
+        k = KBGymKnowledge(events, final=final, trust=self.trust, depth=self.depth,
                       left=0 if budget is None else budget - used)
         try:
             return tool_call_text("answer", text=answer_for(question, k))
-        except Pending as pending:
+        except KBGymPending as pending:
             return next_action(pending.need, k)
 
 
-__all__ = ["SET_RELATIONS", "KBGymReader", "Knowledge", "Need", "Pending", "answer_for"]
+__all__ = ["SET_RELATIONS", "KBGymKnowledge", "KBGymNeed", "KBGymPending", "KBGymReader", "answer_for"]

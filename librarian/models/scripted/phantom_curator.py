@@ -4,7 +4,7 @@ Given a backward-pass task, it names the question's keys the way its
 wording composes them: each person the chain reaches and the kinship term
 applied to them ("the great-grandmother of <the person whose occupation is
 sound technician>"). It evaluates the chain with the reader's own steps
-(`scripted_phantom_reader.Knowledge`: ranked search, paged until the
+(`scripted.phantom_reader.Knowledge`: ranked search, paged until the
 results drift) and, for every term of more than one step whose members it
 found, makes sure a relation index exists:
 
@@ -29,12 +29,12 @@ import re
 from collections.abc import Sequence
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import Event, budget_from_prompt, transcript
-from librarian.models.scripted_phantom import BASE_RELATIONS, KIN, STATED, is_phantom_question
-from librarian.models.scripted_phantom_reader import (
-    Knowledge,
-    Pending,
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import Event, budget_from_prompt, transcript
+from librarian.models.scripted.phantom import BASE_RELATIONS, KIN, STATED, is_phantom_question
+from librarian.models.scripted.phantom_reader import (
+    PhantomKnowledge,
+    PhantomPending,
     answer_for,
     index_key,
     index_text,
@@ -53,7 +53,7 @@ def last_base(term: str) -> str:
     return term
 
 
-def witnesses(k: Knowledge, term: str, members: set[str]) -> list[str] | None:
+def witnesses(k: PhantomKnowledge, term: str, members: set[str]) -> list[str] | None:
     """One fact id per member stating it as the object of the term's last step; None if one is missing."""
     base = last_base(term)
     links = []
@@ -86,10 +86,10 @@ def next_edit(question: str, messages: Sequence[Message]) -> str:
         return tool_call_text("delete", id=doc_id)
     budget = budget_from_prompt(messages)
     used = sum(1 for m in messages if m["role"] == "assistant")
-    k = Knowledge(events)
+    k = PhantomKnowledge(events)
     try:
         answer_for(question, k)
-    except Pending as pending:
+    except PhantomPending as pending:
         if budget is None or used < budget - 1:
             return next_action(pending.need, k)
     tried = attempted(events)

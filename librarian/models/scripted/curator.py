@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import Event, Expr, Fact, parse_fact, parse_question, transcript
-from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
-from librarian.models.scripted_phantom_curator import next_edit as phantom_edit
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import Event, Expr, StatedFact, parse_fact, parse_question, transcript
+from librarian.models.scripted.phantom import event_texts, is_phantom_question, reads_as_phantom
+from librarian.models.scripted.phantom_curator import next_edit as phantom_edit
 
 MAX_LINKS_PER_CALL = 40
 MAX_PAGES = 10
@@ -54,7 +54,7 @@ class IndexKey:
         """The key itself: its facts and any index naming it rank first (an index is the shortest)."""
         return self.anchor
 
-    def is_member(self, f: Fact) -> bool:
+    def is_member(self, f: StatedFact) -> bool:
         if self.attr == "person":
             return f.subj == self.anchor
         return f.rel == self.attr and f.obj.lower() == self.anchor.lower()

@@ -47,7 +47,7 @@ import Stemmer
 from librarian.models.base import Message, ToolSchema
 from librarian.models.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
 from librarian.models.constrained import ARGUMENT_CAPS, FREE_TEXT_CHARS, MAX_ITEMS, MAX_STRING
-from librarian.models.scripted import observation_text
+from librarian.models.scripted.base import observation_text
 
 RELATIONS = ("mother", "father", "spouse", "friend", "sister", "brother", "son", "daughter", "wife", "husband")
 _NAME = r"[A-Z][a-z'-]+(?: [A-Z][a-z'-]+)+"

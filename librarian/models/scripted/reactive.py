@@ -4,8 +4,8 @@ The baseline reader of the KBGym and Librarian papers' search arms: no
 navigation and no planning. It searches the question text itself for the
 first `pages` result pages (five hits each), never reads a document or
 follows a link, then answers with what the snippets state. The answer comes
-from the scripted KBGym reader's extraction (`scripted_reader.answer_for`
-over a `Knowledge` of the transcript marked final, so every unsettled need
+from the scripted KBGym reader's extraction (`scripted.reader.answer_for`
+over a `KBGymKnowledge` of the transcript marked final, so every unsettled need
 counts as exhausted): the same parser, fed only the retrieved text.
 
 Which retriever it uses (BM25, dense, hybrid) is the exam's search mode
@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import budget_from_prompt, transcript
-from librarian.models.scripted_phantom import event_texts, is_phantom_question, reads_as_phantom
-from librarian.models.scripted_phantom_reader import reactive_answer as phantom_answer
-from librarian.models.scripted_reader import UNKNOWN, Knowledge, Pending, answer_for
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import budget_from_prompt, transcript
+from librarian.models.scripted.phantom import event_texts, is_phantom_question, reads_as_phantom
+from librarian.models.scripted.phantom_reader import reactive_answer as phantom_answer
+from librarian.models.scripted.reader import UNKNOWN, KBGymKnowledge, KBGymPending, answer_for
 
 
 def reactive_answer(question: str, messages: Sequence[Message]) -> str:
@@ -31,10 +31,10 @@ def reactive_answer(question: str, messages: Sequence[Message]) -> str:
     if is_phantom_question(question) and reads_as_phantom(question, event_texts(events)):  # PhantomWiki
 
         return phantom_answer(question, messages)
-    k = Knowledge(events, final=True)
+    k = KBGymKnowledge(events, final=True)
     try:
         return answer_for(question, k)
-    except Pending:  # a final knowledge settles every need; kept for safety
+    except KBGymPending:  # a final knowledge settles every need; kept for safety
         return UNKNOWN
 
 

@@ -1,11 +1,11 @@
 """The scripted PhantomWiki reader: evaluates the question's recursive structure with search / read steps.
 
-The question becomes an expression (`scripted_phantom.parse_question`): a
+The question becomes an expression (`scripted.phantom.parse_question`): a
 chain of kinship terms of any depth over a named person or "the person
 whose <attribute> is <value>", asked as who / what attribute / how many.
 Each term is a path over five base relations plus gender; each turn the
 reader rebuilds what it knows from its own visible transcript and evaluates
-the expression until the first missing piece (a `Need`):
+the expression until the first missing piece (a `PhantomNeed`):
 
 - a person's parents, children, siblings, spouse or friends: one ranked
   search ("The mother and father of <given name>") paged until a page shows
@@ -35,15 +35,15 @@ from dataclasses import dataclass, field
 import Stemmer
 
 from librarian.models.base import Message, ToolSchema
-from librarian.models.scripted import task_question, tool_call_text
-from librarian.models.scripted_kbgym import Event, budget_from_prompt, transcript
-from librarian.models.scripted_phantom import (
+from librarian.models.scripted.base import task_question, tool_call_text
+from librarian.models.scripted.kbgym import Event, budget_from_prompt, transcript
+from librarian.models.scripted.phantom import (
     ATTRIBUTE_WORDS,
     BASE_RELATIONS,
     KIN,
     STATED,
     Expr,
-    Fact,
+    PhantomFact,
     expr_terms,
     parse_facts,
     parse_question,
@@ -87,7 +87,7 @@ def norm(text: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Need:
+class PhantomNeed:
     """A missing piece: a base relation of a person ('relation'), a person's attribute ('value'),
     everyone with an attribute value ('group'), or a document to read ('read', anchor = its id).
 
@@ -135,7 +135,7 @@ class Need:
         found = Counter(w for w in _words(text) if w in vocab)
         return any(found != Counter(v) and not found - Counter(v) for v in variants)
 
-    def matches(self, f: Fact) -> bool:
+    def matches(self, f: PhantomFact) -> bool:
         """True when the fact states (part of) what this need asks for."""
         if self.kind == "relation":
             return f.rel in NEEDS[self.rel][1] and self.anchor in (f.subj, f.obj)
@@ -183,21 +183,21 @@ def query_anchor(query: str) -> tuple[str, str] | None:
     return None
 
 
-class Pending(Exception):  # noqa: N818 - control flow, not an error
+class PhantomPending(Exception):  # noqa: N818 - control flow, not an error
     """Evaluation stopped at a need the transcript does not settle yet."""
 
-    def __init__(self, need: Need) -> None:
+    def __init__(self, need: PhantomNeed) -> None:
         super().__init__(need.query)
         self.need = need
 
 
-class Knowledge:
+class PhantomKnowledge:
     """What the transcript shows: facts (with the ids stating them), result pages per query, and the
     authored documents seen and read (person hubs, relation indexes)."""
 
     def __init__(self, events: Sequence[Event], final: bool = False) -> None:
         self.final = final
-        self.fact_ids: dict[Fact, str] = {}
+        self.fact_ids: dict[PhantomFact, str] = {}
         self.pages: dict[str, list[Event]] = defaultdict(list)
         self.hubs: dict[str, str] = {}  # normalised first line of an authored non-fact document -> id
         self.read: set[str] = set()
@@ -217,7 +217,7 @@ class Knowledge:
                 self._read(e)
         self._index()
 
-    def _see(self, doc_id: str, kind: str, text: str) -> list[Fact]:
+    def _see(self, doc_id: str, kind: str, text: str) -> list[PhantomFact]:
         """Record a document's facts, or an authored non-fact document as a hub or relation index."""
         facts = [f for line in text.splitlines() for f in parse_facts(line)]
         for f in facts:
@@ -265,12 +265,12 @@ class Knowledge:
     def hub_read(self, person: str) -> bool:
         return norm(person) in self.read_hubs
 
-    def index_read(self, need: Need) -> bool:
+    def index_read(self, need: PhantomNeed) -> bool:
         """True when an index naming this group's attribute value was read."""
         word = ATTRIBUTE_WORDS.get(need.rel, need.rel)
         return any(need.anchor.lower() in t and word in t for t in self.read_hubs)
 
-    def settled(self, need: Need) -> bool:
+    def settled(self, need: PhantomNeed) -> bool:
         if self.final or (need.kind != "group" and self.hub_read(need.anchor)):
             return True
         if need.kind == "group" and self.index_read(need):
@@ -293,7 +293,7 @@ class Knowledge:
                 past = True
         return past
 
-    def unread_hub(self, need: Need) -> str | None:
+    def unread_hub(self, need: PhantomNeed) -> str | None:
         """An authored document seen anywhere that is this person's hub (or names this group), unread,
         once the need's first page has not settled it."""
         if not self.pages.get(need.base_query):
@@ -309,20 +309,20 @@ class Knowledge:
 
     # ----- evaluation
     def base(self, person: str, relation: str) -> set[str]:
-        need = Need("relation", person, relation)
+        need = PhantomNeed("relation", person, relation)
         if not self.settled(need):
             terms = self._active.get(person, [])
-            raise Pending(Need("relation", person, relation, tuple(index_key(t, person) for t in terms)))
+            raise PhantomPending(PhantomNeed("relation", person, relation, tuple(index_key(t, person) for t in terms)))
         return set(self.rel.get((person, relation), ()))
 
     def values(self, person: str, attr: str) -> set[str]:
         found = self.attrs.get((person, attr))
         if found:
             return set(found)
-        need = Need("value", person, attr)
+        need = PhantomNeed("value", person, attr)
         if self.settled(need):
             return set()
-        raise Pending(need)
+        raise PhantomPending(need)
 
     def gender(self, person: str) -> str | None:
         if person in self.genders:
@@ -331,9 +331,9 @@ class Knowledge:
         return sorted(found)[0].lower() if found else None
 
     def group(self, attr: str, value: str) -> set[str]:
-        need = Need("group", value, attr)
+        need = PhantomNeed("group", value, attr)
         if not self.settled(need):
-            raise Pending(need)
+            raise PhantomPending(need)
         return {s for (s, a), vs in self.attrs.items() if a == attr and value.lower() in {v.lower() for v in vs}}
 
     def related(self, person: str, term: str) -> set[str]:
@@ -346,7 +346,7 @@ class Knowledge:
             if key in self.index_members:
                 return set(self.index_members[key])
             if key in self.indexes and not self.final:
-                raise Pending(Need("read", self.indexes[key], term))
+                raise PhantomPending(PhantomNeed("read", self.indexes[key], term))
             self._active[person].append(term)
         try:
             current = {person}
@@ -380,8 +380,8 @@ def indexed(term: str) -> bool:
     return len(kin.path) > 1 or any(step not in BASE_RELATIONS for step in kin.path)
 
 
-def answer_for(question: str, k: Knowledge) -> str:
-    """The answer the knowledge supports, or raise `Pending` with the next need."""
+def answer_for(question: str, k: PhantomKnowledge) -> str:
+    """The answer the knowledge supports, or raise `PhantomPending` with the next need."""
     expr = parse_question(question)
     if expr is None:
         return UNKNOWN
@@ -396,7 +396,7 @@ def answer_for(question: str, k: Knowledge) -> str:
     return ", ".join(found) if found else UNKNOWN
 
 
-def next_action(need: Need, k: Knowledge) -> str:
+def next_action(need: PhantomNeed, k: PhantomKnowledge) -> str:
     """Read the document asked for, or a known hub of the need's person (or an index of its value)
     the first page did not make unnecessary, else the next result page of the need's query."""
     if need.kind == "read":
@@ -418,18 +418,18 @@ def final_turn(messages: Sequence[Message]) -> bool:
 
 def reader_step(question: str, messages: Sequence[Message]) -> str:
     """The reader's next message for a PhantomWiki question."""
-    k = Knowledge(transcript(messages), final=final_turn(messages))
+    k = PhantomKnowledge(transcript(messages), final=final_turn(messages))
     try:
         return tool_call_text("answer", text=answer_for(question, k))
-    except Pending as pending:
+    except PhantomPending as pending:
         return next_action(pending.need, k)
 
 
 def reactive_answer(question: str, messages: Sequence[Message]) -> str:
     """The answer the retrieved text in `messages` supports, every unsettled need counted as exhausted."""
     try:
-        return answer_for(question, Knowledge(transcript(messages), final=True))
-    except Pending:
+        return answer_for(question, PhantomKnowledge(transcript(messages), final=True))
+    except PhantomPending:
         return UNKNOWN
 
 
@@ -442,4 +442,5 @@ class PhantomReader:
         return reader_step(task_question(messages), messages)
 
 
-__all__ = ["Knowledge", "Need", "Pending", "PhantomReader", "answer_for", "query_anchor", "reactive_answer"]
+__all__ = ["PhantomKnowledge", "PhantomNeed", "PhantomPending", "PhantomReader", "answer_for", "query_anchor",
+           "reactive_answer"]

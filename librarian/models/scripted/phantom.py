@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from librarian.models.scripted_kbgym import parse_fact
-from librarian.models.scripted_kbgym import parse_question as kbgym_question
+from librarian.models.scripted.kbgym import parse_fact
+from librarian.models.scripted.kbgym import parse_question as kbgym_question
 
 BASE_RELATIONS = ("parent", "child", "sibling", "spouse", "friend")
 # attribute nouns as articles and questions write them -> the attribute
@@ -132,7 +132,7 @@ PLURALS: dict[str, str] = {plural(t): t for t in KIN} | {plural(t): t for t in S
 
 
 @dataclass(frozen=True, slots=True)
-class Fact:
+class PhantomFact:
     """(subject, relation, object): a relation noun ("mother") or an attribute ("job", "dob")."""
 
     subj: str
@@ -153,7 +153,7 @@ def _noun_and_rest(text: str) -> tuple[str, str] | None:
     return (head, rest) if sep else None
 
 
-def parse_facts(text: str) -> list[Fact]:
+def parse_facts(text: str) -> list[PhantomFact]:
     """The facts one sentence states (several for a list sentence); [] when it is not a fact sentence.
 
     A leading `<path>: ` citation is skipped; a line holding more than one
@@ -176,7 +176,7 @@ def parse_facts(text: str) -> list[Fact]:
     noun = split[0].lower()
     rel = ATTRIBUTE_NOUNS.get(noun) or canonical(noun)
     objects = [o.strip() for o in m["o"].split(", ")] if m["verb"] == "are" else [m["o"].strip()]
-    return [Fact(m["s"].strip(), rel, o) for o in objects if o]
+    return [PhantomFact(m["s"].strip(), rel, o) for o in objects if o]
 
 
 # ---- questions -----------------------------------------------------------------------------

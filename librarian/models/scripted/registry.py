@@ -1,58 +1,18 @@
-"""The `scripted` backend: deterministic programs that play a role (baselines, teachers, test drivers).
-
-A scripted policy is a function from the conversation so far (and the tool
-schemas) to the next assistant message, which holds a `<tool_call>`. It sees
-only what a model would see: never a gold answer. `ScriptedBackend` makes
-any such function a `PolicyBackend` (samples carry text, no tokens).
+"""The `scripted` backend: scripted policies by name (`SCRIPTED_POLICIES`) and `ScriptedBackend`, which makes any
+scripted policy a `PolicyBackend` (samples carry text, no tokens).
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from librarian.models.base import Message, Sample, SamplingParams, ToolSchema, check_conversations
-from librarian.models.chat import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, chatml
-
-
-class ScriptedPolicy(Protocol):
-    """The next assistant message for a conversation."""
-
-    def __call__(self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None) -> str: ...
-
-
-def tool_call_text(name: str, **arguments: Any) -> str:
-    """An assistant message holding one call in the Hermes format."""
-    return f"{TOOL_CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}{TOOL_CALL_CLOSE}"
-
-
-def observation_text(message: Message) -> str:
-    """A tool result's text, whether sent as a `tool` turn or as a user turn in `<tool_response>` tags."""
-    content = message["content"]
-    match = re.fullmatch(r"\s*<tool_response>\n?(.*?)\n?</tool_response>\s*", content, re.S)
-    return match.group(1) if match else content
-
-
-def task_question(messages: Sequence[Message]) -> str:
-    """The question of the task: the text after 'Question:' in the first user turn, else that whole turn."""
-    first = next((m["content"] for m in messages if m["role"] == "user"), "")
-    match = re.search(r"Question:\s*(.+)", first)
-    return (match.group(1) if match else first).strip()
-
-
-def last_observation(messages: Sequence[Message]) -> str | None:
-    """The latest tool result, or None before the first action."""
-    if not any(m["role"] == "assistant" for m in messages):
-        return None
-    last = messages[-1]
-    if last["role"] == "tool" or (last["role"] == "user" and "<tool_response>" in last["content"]):
-        return observation_text(last)
-    return None
-
+from librarian.models.chat import chatml
+from librarian.models.scripted.base import ScriptedPolicy, last_observation, task_question, tool_call_text
 
 _HIT_ID = re.compile(r"^\s*1\.\s+id=(\S+)", re.M)
 
@@ -79,15 +39,15 @@ def first_hit_reader(messages: Sequence[Message], tools: Sequence[ToolSchema] | 
 # name -> a policy, or "module:attr" of a policy or of a class whose instances are policies (imported when used)
 SCRIPTED_POLICIES: dict[str, Callable[..., str] | str] = {
     "kbgym_first_hit": first_hit_reader,
-    "kbgym_reader": "librarian.models.scripted_reader:KBGymReader",
-    "reactive_reader": "librarian.models.scripted_reactive:ReactiveReader",
-    "kbgym_curator": "librarian.models.scripted_curator:KBGymCurator",
-    "phantom_reader": "librarian.models.scripted_phantom_reader:PhantomReader",
-    "phantom_curator": "librarian.models.scripted_phantom_curator:PhantomCurator",
-    "librarian_builder": "librarian.models.scripted_builder:HeuristicBuilder",
-    "librarian_builder_compact": "librarian.models.scripted_builder:CompactHeuristicBuilder",
-    "librarian_builder_index": "librarian.models.scripted_builder:SingleIndexBuilder",
-    "jam_researcher": "librarian.models.scripted_researcher:ScriptedResearcher",
+    "kbgym_reader": "librarian.models.scripted.reader:KBGymReader",
+    "reactive_reader": "librarian.models.scripted.reactive:ReactiveReader",
+    "kbgym_curator": "librarian.models.scripted.curator:KBGymCurator",
+    "phantom_reader": "librarian.models.scripted.phantom_reader:PhantomReader",
+    "phantom_curator": "librarian.models.scripted.phantom_curator:PhantomCurator",
+    "librarian_builder": "librarian.models.scripted.builder:HeuristicBuilder",
+    "librarian_builder_compact": "librarian.models.scripted.builder:CompactHeuristicBuilder",
+    "librarian_builder_index": "librarian.models.scripted.builder:SingleIndexBuilder",
+    "jam_researcher": "librarian.models.scripted.researcher:ScriptedResearcher",
 }
 
 
