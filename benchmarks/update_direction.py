@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         samples, kept = teacher_samples(cfg, LocalSession(worker), task, teacher)
         fresh = learner()
         history = fine_tune(fresh, samples, epochs=cfg.sft.epochs, batch_size=cfg.sft.batch_size, seed=cfg.seed,
-                            lr=cfg.sft.lr or None)
+                            lr=cfg.sft.lr or None, eps=cfg.sft.eps or None)
         print(f"SFT on {kept}: loss {history[0]['sft_loss']:.4f} -> {history[-1]['sft_loss']:.4f}", flush=True)
         fresh.save(sft_dir)
     base = learner()
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     for lr in args.lrs:
         moved = learner()
         moved.load(sft_dir)
-        moved.engine.set_lr(lr)
+        moved.engine.set_step(lr, cfg.learner.eps)
         metrics = moved.step(groups["trained"]["samples"])
         row: dict[str, Any] = {"lr": lr, "grad_norm": metrics["grad_norm"]}
         for name, g in groups.items():

@@ -78,14 +78,15 @@ class LearnerActor:
             return self.learner.step(samples)
 
     def sft(self, samples: Sequence[Any], epochs: int = 1, batch_size: int = 8, seed: int = 0,
-            lr: float = 0.0) -> list[dict]:
-        """Verified-trajectory SFT (`librarian.learner.sft.fine_tune`); each step's metrics. At the end the
-        fine-tuned policy becomes the KL reference (`Learner.freeze_reference`), for every pipeline."""
+            lr: float = 0.0, eps: float = 0.0) -> list[dict]:
+        """Verified-trajectory SFT (`librarian.learner.sft.fine_tune`; `lr`, `eps` 0: the learner's); each step's
+        metrics. At the end the fine-tuned policy becomes the KL reference (`Learner.freeze_reference`), for every
+        pipeline."""
         smallest = min(len(samples), batch_size, len(samples) % batch_size or batch_size)  # the last batch
         with self._micro(max(1, smallest // self.learner.world)):  # a rank trains on its share of each batch
             return fine_tune(self.learner, samples, epochs=epochs, batch_size=batch_size, seed=seed,
                              progress=self.learner.rank == 0,
-                             lr=lr or None)
+                             lr=lr or None, eps=eps or None)
 
     def freeze_reference(self) -> None:
         """Make the current policy the KL reference (SFT does this itself; for other warm starts)."""

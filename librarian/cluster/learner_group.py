@@ -193,7 +193,7 @@ class LearnerGroup:
                          learner_timeout(self.cfg, "step"))[0]
 
     def sft(self, samples: Sequence[Any], epochs: int = 1, batch_size: int = 8, seed: int = 0,
-            lr: float = 0.0) -> list[dict]:
+            lr: float = 0.0, eps: float = 0.0) -> list[dict]:
         """SFT: every rank walks the same shuffled batches and trains on its share of each."""
         import ray
 
@@ -201,7 +201,7 @@ class LearnerGroup:
         self._check_split("sft", smallest)
         limit = learner_timeout(self.cfg, "sft", (samples, epochs, batch_size))
         ref = ray.put(list(samples))
-        return self._call("sft", ref, epochs, batch_size, seed, lr, timeout_s=limit)[0]
+        return self._call("sft", ref, epochs, batch_size, seed, lr, eps, timeout_s=limit)[0]
 
     def freeze_reference(self) -> None:
         self._call("freeze_reference")

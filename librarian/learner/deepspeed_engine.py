@@ -151,11 +151,12 @@ class DeepSpeedEngine:
             else:
                 self.ds.module.load_state_dict(state)
 
-    def set_lr(self, lr: float) -> None:
-        """The learning rate of every parameter group from now on (DeepSpeed's wrapper and the base optimizer)."""
+    def set_step(self, lr: float, eps: float) -> None:
+        """The learning rate and AdamW epsilon of every parameter group from now on (DeepSpeed's wrapper and the
+        base optimizer)."""
         for opt in {id(o): o for o in (self.optimizer, getattr(self.optimizer, "optimizer", None)) if o}.values():
             for group in opt.param_groups:
-                group["lr"] = float(lr)
+                group.update(lr=float(lr), eps=float(eps))
 
     def apply_hyperparameters(self) -> None:
         """The config's lr, betas, eps and weight decay on every parameter group (a loaded optimizer state brings

@@ -151,10 +151,10 @@ class TorchEngine:
     def optimizer_state(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
 
-    def set_lr(self, lr: float) -> None:
-        """The learning rate of every parameter group from now on."""
+    def set_step(self, lr: float, eps: float) -> None:
+        """The learning rate and AdamW epsilon of every parameter group from now on."""
         for group in self.optimizer.param_groups:
-            group["lr"] = float(lr)
+            group.update(lr=float(lr), eps=float(eps))
 
     def apply_hyperparameters(self) -> None:
         """The config's lr, betas, eps and weight decay on every parameter group (a loaded optimizer state brings

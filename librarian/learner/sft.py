@@ -59,14 +59,14 @@ def sft_step(learner: Any, samples: Sequence[PolicySample]) -> dict[str, float]:
 
 def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, batch_size: int = 8,
               seed: int = 0, progress: bool = True, freeze_reference: bool = True,
-              lr: float | None = None) -> list[dict[str, float]]:
+              lr: float | None = None, eps: float | None = None) -> list[dict[str, float]]:
     """`epochs` passes over `samples` in shuffled batches; returns each step's metrics.
 
     At the end the fine-tuned policy becomes the learner's KL reference (`Learner.freeze_reference`), so a
     following GRPO stage regularises towards it rather than back to the base model (paper 002);
     `freeze_reference=False` leaves the reference as it was. The optimizer's moments are reset, so a GRPO
-    step whose advantages are all zero leaves the weights where SFT put them. `lr` (None: the learner's)
-    is SFT's own learning rate; the learner's is restored afterwards."""
+    step whose advantages are all zero leaves the weights where SFT put them. `lr` and `eps` (None: the
+    learner's) are SFT's own learning rate and AdamW epsilon; the learner's are restored afterwards."""
     if not samples:
         raise LearnerError("no verified trajectories to fine-tune on (did the verifier reject them all?)")
     if epochs < 1 or batch_size < 1:
@@ -75,9 +75,9 @@ def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, ba
     rng = random.Random(seed)
     history: list[dict[str, float]] = []
     steps = epochs * ((len(samples) + batch_size - 1) // batch_size)
-    own_lr = learner.cfg.lr
-    if lr is not None:
-        learner.engine.set_lr(lr)
+    own = (learner.cfg.lr, learner.cfg.eps)
+    if lr is not None or eps is not None:
+        learner.engine.set_step(own[0] if lr is None else lr, own[1] if eps is None else eps)
     with tqdm(total=steps, desc="sft", disable=not progress or not sys.stderr.isatty()) as bar:
         for _ in range(epochs):
             rng.shuffle(order)
@@ -88,8 +88,8 @@ def fine_tune(learner: Any, samples: Sequence[PolicySample], epochs: int = 1, ba
                 if progress and not sys.stderr.isatty():  # a Ray actor forwards whole lines only
                     print(f"sft step {len(history)}/{steps}: loss {history[-1]['sft_loss']:.4f}", file=sys.stderr,
                           flush=True)
-    if lr is not None:
-        learner.engine.set_lr(own_lr)
+    if lr is not None or eps is not None:
+        learner.engine.set_step(*own)
     if freeze_reference:
         learner.freeze_reference()
     learner.engine.reset_optimizer()  # GRPO starts from the SFT weights with fresh moments, as a new run would

@@ -104,6 +104,8 @@ GLOSSARY: dict[str, str] = {
     "lr": "learning rate",
     "weight_decay": "AdamW weight decay",
     "betas": "AdamW betas",
+    "learner.eps": "AdamW epsilon: well above the typical gradient, small steps become SGD-like (docs/learner.md)",
+    "sft.eps": "SFT's AdamW epsilon (0: learner.eps)",
     "max_grad_norm": "gradient clipping norm",
     "advantage": "advantage estimator (a registry name, e.g. multi_turn_grpo, outcome_grpo)",
     "learner.gamma": "discount across turns in the advantage",

@@ -49,6 +49,7 @@ class SFTConfig:
     epochs: int = 1
     batch_size: int = 4
     lr: float = 0.0  # SFT's learning rate; 0: learner.lr (a control run sets learner.lr=0 and keeps SFT's)
+    eps: float = 0.0  # SFT's AdamW epsilon; 0: learner.eps (so a GRPO-only eps leaves the warm start as it was)
     init_from: str = ""  # an earlier run's saved warm start (its out_dir/checkpoints/sft): load it, skip SFT
 
     def __post_init__(self) -> None:
@@ -57,6 +58,8 @@ class SFTConfig:
                               f"{self.epochs}, {self.batch_size}")
         if not self.lr >= 0:
             raise ConfigError(f"sft.lr must be >= 0 (0: learner.lr), got {self.lr}")
+        if not self.eps >= 0:
+            raise ConfigError(f"sft.eps must be >= 0 (0: learner.eps), got {self.eps}")
         if self.init_from and not self.enabled:
             raise ConfigError(f"sft.init_from={self.init_from} with sft.enabled=false: the saved warm start would be "
                               f"ignored; set sft.enabled=true to load it")

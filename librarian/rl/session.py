@@ -162,10 +162,11 @@ class RLSession:
         return self._call("step", samples)
 
     def sft(self, samples: Sequence[PolicySample], epochs: int = 1, batch_size: int = 8, seed: int = 0,
-            lr: float = 0.0) -> list[dict]:
+            lr: float = 0.0, eps: float = 0.0) -> list[dict]:
         """SFT on `samples` (then the fine-tuned policy is the KL reference; colocated engines sleep first); each
-        step's metrics. Its limit is `learner.call_timeout_s` per SFT step."""
-        return self._call("sft", samples, epochs, batch_size, seed, lr)
+        step's metrics. `lr`, `eps`: SFT's own (0: the learner's). Its limit is `learner.call_timeout_s` per SFT
+        step."""
+        return self._call("sft", samples, epochs, batch_size, seed, lr, eps)
 
     def save(self, folder: str | Path, extra: dict | None = None) -> str:
         """A learner checkpoint in `folder` (weights, optimizer, RNG, `extra`); the folder written."""

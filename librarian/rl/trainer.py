@@ -91,7 +91,7 @@ class Trainer:
             log.warning("SFT: no verified teacher episode; training starts from the base model")
             return {"samples": 0, "sft_steps": 0}
         s = self.cfg.sft
-        history = self.session.sft(samples, s.epochs, s.batch_size, self.cfg.seed, s.lr)
+        history = self.session.sft(samples, s.epochs, s.batch_size, self.cfg.seed, s.lr, s.eps)
         return {"samples": len(samples), "sft_steps": len(history), "sft_loss_first": history[0]["sft_loss"],
                 "sft_loss_last": history[-1]["sft_loss"]}
 

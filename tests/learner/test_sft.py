@@ -67,3 +67,22 @@ def test_a_grpo_step_with_zero_advantages_after_sft_leaves_the_weights(pad_id):
     assert metrics["grad_norm"] == 0.0
     after = learner.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_sft_steps_with_its_own_eps_and_gives_the_learner_its_own_back(pad_id):
+    """`sft.eps`: SFT under a learner whose GRPO epsilon is large trains as a learner with SFT's epsilon would,
+    and the learner's epsilon is back on the optimizer afterwards."""
+    import torch
+
+    samples = verified_samples([teacher_trajectory(True, k) for k in range(4)], keep=lambda t: True)
+
+    def tuned(eps: float, sft_eps: float | None) -> Learner:
+        learner = Learner(tiny_model(0), LearnerConfig(lr=1e-2, eps=eps, lora=LoraConfig(enabled=False)), pad_id)
+        fine_tune(learner, samples, epochs=1, batch_size=2, progress=False, eps=sft_eps)
+        return learner
+
+    small, overridden, large = tuned(1e-8, None), tuned(1e-1, 1e-8), tuned(1e-1, None)
+    weights = [m.model.state_dict() for m in (small, overridden, large)]
+    assert all(torch.allclose(weights[0][k], weights[1][k]) for k in weights[0])
+    assert not all(torch.allclose(weights[0][k], weights[2][k]) for k in weights[0])
+    assert {g["eps"] for g in overridden.engine.optimizer.param_groups} == {1e-1}

@@ -47,6 +47,7 @@ def test_jobs_seeds_depend_on_seed_step_and_slot_only_and_prompts_rotate():
     (["rollout.workers=0"], "rollout.workers must be >= 1"),
     (["ray.strategy=ROUND_ROBIN"], "ray.strategy"),
     (["sft.lr=-1"], "sft.lr"),
+    (["sft.eps=-1"], "sft.eps"),
     (["learner.loss.rollout_is=always"], "learner.loss.rollout_is"),
 ])
 def test_both_recipes_reject_a_bad_setting_when_the_config_loads(schema, args, match):
