@@ -1,20 +1,23 @@
 """Where does one GRPO update move the policy? A learning-rate probe for `train_builder`, in one process.
 
     python benchmarks/update_direction.py --out build/bench/update_direction
-        [--config configs/learning_builder.yaml] [--group-size 8] [--lrs 1e-5 1e-4 3e-4 7e-4 2e-3] [key=value ...]
+        [--config configs/learning_builder.yaml] [--group-size 8] [--lrs 1e-5 1e-4 3e-4 7e-4 2e-3] [--eps 1e-8 1e-4]
+        [key=value ...]
 
 From the policy after SFT (the config's teacher, corpora, epochs and rate; the checkpoint is kept in OUT/sft and
 reused: copy a run's `checkpoints/sft` there to start from it), one group of `--group-size` builds is sampled, by
 the learner's own model on transformers (a vLLM preset's model), on the first training corpus (step 0's job) and
-another on the second (step 1's, held out). Then, for each learning rate, a fresh learner loads the SFT checkpoint and makes
-ONE update on the first group, and the summed log-prob of every build of both groups is measured before and
-after. A useful update raises the successful builds (positive advantage) and lowers the failed ones; one that is
-too large lowers both. Without Ray, probes run in this process (the config's scripted reader).
+another on the second (step 1's, held out). Then, for each AdamW epsilon (`--eps`, default the config's) and each
+learning rate, a fresh learner loads the SFT checkpoint and makes ONE update on the first group, and the summed
+log-prob of every build of both groups is measured before and after. A useful update raises the successful builds
+(positive advantage) and lowers the failed ones; one that is too large lowers both. Each epsilon's sweep starts with
+a control at lr 0, which must move no build by more than 1e-3 nats (else the run stops: the measurement, not the
+update, moved them). Without Ray, probes run in this process (the config's scripted reader).
 
-OUT/results.json holds, per learning rate, `trained_success` and `trained_failure` (mean change of the summed
+OUT/results.json holds, per epsilon and learning rate, `trained_success` and `trained_failure` (mean change of the summed
 log-prob of the trained group's builds with positive and with negative advantage), `held_out_success` and
 `held_out_failure` (the same on the held-out group, which the update never saw) and the per-build changes; OUT/
-update_direction.png plots them against the learning rate. This measures the direction and size of one update,
+update_direction.png plots them against the learning rate, one panel an epsilon. This measures the direction and size of one update,
 not learning over many.
 """
 
@@ -70,12 +73,25 @@ def mean_by_sign(changes: list[float], signs: list[int], sign: int) -> float | N
     return statistics.fmean(picked) if picked else None
 
 
+CONTROL_TOLERANCE = 1e-3  # nats: how far an update at lr 0 may move a build's summed log-prob (float noise)
+
+
+def check_control(row: dict[str, Any]) -> None:
+    """The lr-0 update must leave every build's log-prob where it was; if not, the measurement (not the update)
+    moves it, and no figure of this run means anything."""
+    worst = max(abs(c) for key, changes in row.items() if key.endswith("_changes") for c in changes)
+    if worst > CONTROL_TOLERANCE:
+        raise SystemExit(f"update_direction: an update at lr 0 moved a build's log-prob by {worst:.4f} nats "
+                         f"(> {CONTROL_TOLERANCE}): the before/after policies differ without an update")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--config", default=DEFAULT_CONFIG)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--lrs", type=float, nargs="+", default=[1e-5, 1e-4, 3e-4, 7e-4, 2e-3])
+    ap.add_argument("--eps", type=float, nargs="+", help="AdamW epsilons to try each rate with (default: the config's)")
     ap.add_argument("overrides", nargs="*", help="key=value overrides of the config")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -97,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     worker = BuilderRolloutWorker(cfg.rollout, cfg.reward)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     policy = worker.backend
+    base_model = copy.deepcopy(policy.model)  # the worker's model takes the SFT policy's merged weights below
 
     def learner() -> Learner:
-        return Learner(copy.deepcopy(policy.model), cfg.learner, pad_id=policy.pad_id, tokenizer=policy.tokenizer)
+        return Learner(copy.deepcopy(base_model), cfg.learner, pad_id=policy.pad_id, tokenizer=policy.tokenizer)
 
     started = time.perf_counter()
     sft_dir = out / "sft"
@@ -126,19 +143,23 @@ def main(argv: list[str] | None = None) -> int:
     del base
 
     rows = []
-    for lr in args.lrs:
-        moved = learner()
-        moved.load(sft_dir)
-        moved.engine.set_step(lr, cfg.learner.eps)
-        metrics = moved.step(groups["trained"]["samples"])
-        row: dict[str, Any] = {"lr": lr, "grad_norm": metrics["grad_norm"]}
-        for name, g in groups.items():
-            changes = [a - b for a, b in zip(moved.sequence_logprobs(g["samples"]), g["before"], strict=True)]
-            row[f"{name}_success"] = mean_by_sign(changes, g["signs"], 1)
-            row[f"{name}_failure"] = mean_by_sign(changes, g["signs"], -1)
-            row[f"{name}_changes"] = [round(c, 4) for c in changes]
-        rows.append(row)
-        print({k: v for k, v in row.items() if not k.endswith("changes")}, flush=True)
+    for eps in args.eps or [cfg.learner.eps]:
+        for lr in [0.0, *args.lrs]:  # lr 0 first: the control, which must change nothing
+            moved = learner()
+            moved.load(sft_dir)
+            moved.engine.set_step(lr, eps)
+            metrics = moved.step(groups["trained"]["samples"])
+            row: dict[str, Any] = {"eps": eps, "lr": lr, "grad_norm": metrics["grad_norm"]}
+            for name, g in groups.items():
+                changes = [a - b for a, b in zip(moved.sequence_logprobs(g["samples"]), g["before"], strict=True)]
+                row[f"{name}_success"] = mean_by_sign(changes, g["signs"], 1)
+                row[f"{name}_failure"] = mean_by_sign(changes, g["signs"], -1)
+                row[f"{name}_changes"] = [round(c, 4) for c in changes]
+            print({k: v for k, v in row.items() if not k.endswith("changes")}, flush=True)
+            if lr == 0.0:
+                check_control(row)
+            else:
+                rows.append(row)
 
     results = {"config": args.config, "group_size": args.group_size, "overrides": args.overrides,
                "groups": {n: {k: g[k] for k in ("corpus", "finals", "signs", "before")} for n, g in groups.items()},
@@ -155,21 +176,23 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    lrs = [r["lr"] for r in rows]
-    for key, style in (("trained_success", "g-o"), ("trained_failure", "r-o"), ("held_out_success", "g--s"),
-                       ("held_out_failure", "r--s")):
-        points = [(lr, r[key]) for lr, r in zip(lrs, rows, strict=True) if r[key] is not None]
-        if points:
-            ax.plot(*zip(*points, strict=True), style, label=key.replace("_", " "))
-    ax.axhline(0.0, color="grey", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_yscale("symlog", linthresh=1.0)
-    ax.set_xlabel("learning rate of the one update")
-    ax.set_ylabel("mean change of a build's summed log-prob (nats)")
-    ax.set_title("One GRPO update from the SFT policy")
-    if ax.get_legend_handles_labels()[0]:  # a group whose builds all scored alike has no success or no failure
-        ax.legend(fontsize=8)
+    epsilons = sorted({r["eps"] for r in rows})
+    fig, axes = plt.subplots(1, len(epsilons), figsize=(6.5 * len(epsilons), 4), squeeze=False)
+    for ax, eps in zip(axes[0], epsilons, strict=True):
+        mine = [r for r in rows if r["eps"] == eps]
+        for key, style in (("trained_success", "g-o"), ("trained_failure", "r-o"), ("held_out_success", "g--s"),
+                           ("held_out_failure", "r--s")):
+            points = [(r["lr"], r[key]) for r in mine if r[key] is not None]
+            if points:
+                ax.plot(*zip(*points, strict=True), style, label=key.replace("_", " "))
+        ax.axhline(0.0, color="grey", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_xlabel("learning rate of the one update")
+        ax.set_ylabel("mean change of a build's summed log-prob (nats)")
+        ax.set_title(f"One GRPO update from the SFT policy (AdamW eps {eps:g})")
+        if ax.get_legend_handles_labels()[0]:  # a group whose builds all scored alike has no success or no failure
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
