@@ -16,9 +16,9 @@ update, moved them). Without Ray, probes run in this process (the config's scrip
 
 OUT/results.json holds, per epsilon and learning rate, `trained_success` and `trained_failure` (mean change of the summed
 log-prob of the trained group's builds with positive and with negative advantage), `held_out_success` and
-`held_out_failure` (the same on the held-out group, which the update never saw) and the per-build changes; OUT/
-update_direction.png plots them against the learning rate, one panel an epsilon. This measures the direction and size of one update,
-not learning over many.
+`held_out_failure` (the same on the held-out group, which the update never saw) and the per-build changes
+(`controls`: the lr-0 rows); OUT/update_direction.png plots them against the learning rate, one panel an epsilon.
+This measures the direction and size of one update, not learning over many.
 """
 
 from __future__ import annotations
@@ -142,9 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} group on {jobs[0].corpus_id}: U per build {groups[name]['finals']}", flush=True)
     del base
 
-    rows = []
+    rows, controls = [], []
     for eps in args.eps or [cfg.learner.eps]:
-        for lr in [0.0, *args.lrs]:  # lr 0 first: the control, which must change nothing
+        for lr in [0.0, *(lr for lr in args.lrs if lr != 0.0)]:  # lr 0 first: the control, which must change nothing
             moved = learner()
             moved.load(sft_dir)
             moved.engine.set_step(lr, eps)
@@ -158,15 +158,15 @@ def main(argv: list[str] | None = None) -> int:
             print({k: v for k, v in row.items() if not k.endswith("changes")}, flush=True)
             if lr == 0.0:
                 check_control(row)
-            else:
-                rows.append(row)
+            (controls if lr == 0.0 else rows).append(row)
 
     results = {"config": args.config, "group_size": args.group_size, "overrides": args.overrides,
                "groups": {n: {k: g[k] for k in ("corpus", "finals", "signs", "before")} for n, g in groups.items()},
-               "updates": rows, "wall_s": time.perf_counter() - started}
+               "updates": rows, "controls": controls, "wall_s": time.perf_counter() - started}
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    plot(rows, out / "update_direction.png")
-    print(f"wrote {out / 'results.json'} and {out / 'update_direction.png'}")
+    if rows:  # only the lr-0 controls ran: nothing to plot
+        plot(rows, out / "update_direction.png")
+    print(f"wrote {out / 'results.json'}" + (f" and {out / 'update_direction.png'}" if rows else ""))
     return 0
 
 
