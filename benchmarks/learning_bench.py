@@ -23,7 +23,9 @@ the keep set, `exam_trained_minus_untrained` and `exam_trained_minus_sft_only` w
 `evaluation/transfer.py`), how far GRPO moved the policy (`policy_shift`: the LoRA weight change from the warm
 start, and the KL from the SFT policy on the trained policy's held-out exam builds), the warm start's `gate`, the
 targets, a `verdict`, what the policy does (`tool_rates`, `late_tool_shift`), timings and both runs' folders.
-OUT/learning.png and OUT/behaviour.png plot them. `--pool` reads earlier OUT folders, one a seed, and writes
+OUT/learning.png and OUT/behaviour.png plot them. results.json also keeps what pooling needs (`exam`, per corpus,
+and `pool_inputs`, both runs' build rewards per step), so that it alone stands for its seed: `--pool` reads earlier
+OUT folders or their results.json files (a committed `benchmarks/results/transfer/seed<N>.json`), one a seed, and writes
 OUT/pooled.json with the seed as the unit: per-seed figures, the between-seed interval and, for the exam
 differences, the crossed seeds x corpora interval.
 """
@@ -45,11 +47,13 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 from librarian.config import load_config, to_plain  # noqa: E402
 from librarian.evaluation.behaviour_shift import behaviour_fields, plot_behaviour  # noqa: E402
 from librarian.evaluation.learning_curves import (  # noqa: E402
+    POOL_INPUTS,
     bench_args,
     ends_by_corpus,
     learning_verdict,
     over_control_fields,
     plot_learning,
+    pool_inputs,
     pool_report,
     read_results,
     reward_gain,
@@ -196,6 +200,12 @@ def targets(results: dict[str, Any], valid: list[float]) -> dict[str, bool]:
     return out
 
 
+def exam_record(exam: dict[str, Any]) -> dict[str, Any]:
+    """The run's exam as `--pool` reads it (per-corpus utilities and the rates), kept in results.json so that the
+    file alone stands for its seed."""
+    return {k: exam[k] for k in ("corpora", "rates") if k in exam}
+
+
 def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: float) -> int:
     """results.json and learning.png from the two runs' folders."""
     per_step = unit_rewards_by_step(out / "run", turn_reward_sum)  # (corpus, build reward) per build
@@ -217,6 +227,7 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
         "sft": run.get("sft", {}), "gate": run.get("gate", {}), **exam_figures(run), **run_fields(run.get("exam") or {}),
         "policy_shift": shift_of(run), **behaviour_fields(out / "run", out / "control"),
         "run_s": run_s, "control_s": control_s, "run_dir": str(out / "run"), "control_dir": str(out / "control"),
+        "exam": exam_record(run.get("exam") or {}), POOL_INPUTS: pool_inputs(out, turn_reward_sum),
     }
     results["targets"] = targets(results, valid)
     results["verdict"] = learning_verdict(results["reward_gain_ci"], results["control_reward_gain_ci"],
@@ -225,7 +236,8 @@ def report(out: Path, args: Any, run: dict[str, Any], run_s: float, control_s: f
     plot_learning(out / "learning.png", results["reward_per_step"], results["control_reward_per_step"], valid,
                   results["nonzero_advantage_fraction"])
     plot_behaviour(out / "behaviour.png", results["tool_rates"])
-    print(json.dumps({k: v for k, v in results.items() if k not in ("sft", "tool_rates")}, indent=2))
+    print(json.dumps({k: v for k, v in results.items() if k not in ("sft", "tool_rates", "exam", POOL_INPUTS)},
+                     indent=2))
     print(f"verdict: {results['verdict']}")
     print(f"wrote {out / 'results.json'} and {out / 'learning.png'}")
     return 0

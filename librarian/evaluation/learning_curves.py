@@ -122,20 +122,44 @@ def seed_gains(pairs: Sequence[tuple[dict, dict]], skip: int = 1, seed: int = 0)
             "seeds": len(per_seed)}
 
 
+POOL_INPUTS = "pool_inputs"  # the results.json field that lets a committed results.json stand for its folder
+
+
+def pool_inputs(out: Path, reward: Callable[[dict], float]) -> dict[str, Any]:
+    """What `--pool` needs of one seed, small enough to commit inside its results.json: both runs' (unit, reward)
+    per step (the run's exam is read from the same file)."""
+    return {which: {str(s): [[u, r] for u, r in rows] for s, rows in unit_rewards_by_step(out / which, reward).items()}
+            for which in ("run", "control")}
+
+
+def seed_units(path: Path, reward: Callable[[dict], float]) -> tuple[dict, dict]:
+    """(run, control) unit rewards by step of one seed: a benchmark OUT folder (its trajectories), or a results.json
+    that holds `pool_inputs` (a committed seed); ValueError naming what is missing."""
+    path = Path(path)
+    if path.is_file():
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))[POOL_INPUTS]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a benchmark results.json with {POOL_INPUTS} ({exc})") from None
+        return tuple({int(s): [(str(u), float(r)) for u, r in rows] for s, rows in saved[w].items()}
+                     for w in ("run", "control"))  # type: ignore[return-value]
+    missing = [w for w in ("run", "control") if not (path / w / "trajectories.jsonl").is_file()]
+    if missing:
+        raise ValueError(f"{path}: no {' or '.join(missing)} trajectories; --pool takes benchmark OUT folders or "
+                         f"their results.json")
+    return unit_rewards_by_step(path / "run", reward), unit_rewards_by_step(path / "control", reward)
+
+
 def pool_report(out: Path, folders: Sequence[Path], reward: Callable[[dict], float],
                 extra: Callable[[Sequence[Path]], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """`--pool`: earlier benchmark folders (each holding `run/` and `control/`), one a seed, pooled with the seed
-    as the unit (`seed_gains`), plus `extra(folders)` (the builder's exam), written to `out/pooled.json`; raises
-    ValueError naming a folder that lacks either run, or with fewer than 2 folders."""
+    """`--pool`: earlier benchmark folders (each holding `run/` and `control/`) or their results.json files (with
+    `pool_inputs`), one a seed, pooled with the seed as the unit (`seed_gains`), plus `extra(folders)` (the
+    builder's exam), written to `out/pooled.json`; raises ValueError naming a seed that lacks either run, or with
+    fewer than 2 seeds."""
     if len(folders) < 2:
         raise ValueError(f"pooling over seeds needs 2 or more benchmark folders, got {len(folders)}")
-    pairs = []
-    for folder in folders:
-        missing = [w for w in ("run", "control") if not (Path(folder) / w / "trajectories.jsonl").is_file()]
-        if missing:
-            raise ValueError(f"{folder}: no {' or '.join(missing)} trajectories; --pool takes benchmark OUT folders")
-        pairs.append((unit_rewards_by_step(Path(folder) / "run", reward),
-                      unit_rewards_by_step(Path(folder) / "control", reward)))
+    pairs = [seed_units(Path(folder), reward) for folder in folders]
+    Path(out).mkdir(parents=True, exist_ok=True)
     pooled = seed_gains(pairs)
     result = {"folders": [str(f) for f in folders], "seeds": len(folders),
               "gain_over_control": pooled["gain"], "gain_over_control_ci": pooled["ci"],

@@ -9,7 +9,7 @@ flattens them into a benchmark's result fields:
   with `_ci`; the unsuffixed names are the `sampled` mode (pass@1 estimated from k samples per corpus, as paper 000
   reports BRIGHT), the headline.
 
-`pooled_fields` pools seeds (one benchmark folder a seed) with the seed as the unit: each seed's figures, and for
+`pooled_fields` pools seeds (one benchmark folder, or its results.json, a seed) with the seed as the unit: each seed's figures, and for
 each difference the crossed seeds x corpora interval (`metrics.seeds.crossed_interval`: the seed-to-seed and the
 corpus-to-corpus spread both in it) beside the between-seed t interval of the per-seed means.
 """
@@ -65,13 +65,21 @@ def _sets(per_corpus: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[
     return hard, keep
 
 
+def seed_exam(path: Path) -> dict[str, Any]:
+    """One seed's exam: from a benchmark OUT folder's `run/results.json`, or from a benchmark results.json that
+    keeps it (`exam`, a committed seed)."""
+    path = Path(path)
+    file = path if path.is_file() else path / "run" / "results.json"
+    return json.loads(file.read_text(encoding="utf-8")).get("exam") or {}
+
+
 def pooled_fields(folders: Sequence[Path]) -> dict[str, Any]:
-    """The exam pooled over benchmark folders, one a seed (each `run/results.json` with its exam): per seed the run
-    fields, and per difference and mode the crossed and the between-seed intervals; {} when a run has no exam."""
+    """The exam pooled over seeds (benchmark folders, or their results.json files, each with the run's exam): per
+    seed the run fields, and per difference and mode the crossed and the between-seed intervals; {} when a run has
+    no exam."""
     exams = []
     for folder in folders:
-        results = json.loads((Path(folder) / "run" / "results.json").read_text(encoding="utf-8"))
-        exam = results.get("exam") or {}
+        exam = seed_exam(folder)
         if not exam.get("corpora") or not exam.get("rates"):
             return {}
         exams.append(exam)

@@ -14,6 +14,7 @@ from librarian.evaluation.learning_curves import (
     ends_by_corpus,
     gain_over_control,
     plot_learning,
+    pool_inputs,
     pool_report,
     reward_gain,
     rewards_by_step,
@@ -275,3 +276,26 @@ def test_shared_warm_start_points_the_control_at_the_runs_saved_sft_unless_one_i
     (folder / "learner.json").write_text("{}")
     assert shared_warm_start(tmp_path, ["steps=3"]) == [f"sft.init_from={folder}"]
     assert shared_warm_start(tmp_path, ["sft.init_from=/elsewhere"]) == []
+
+
+def test_a_results_json_with_its_pool_inputs_stands_for_its_seed_folder(tmp_path):
+    """A seed run in another session is pooled from its committed results.json: the same figures as its folder."""
+    control = units({s: [0.0, 1.0, 0.0, 0.0] for s in range(4)})
+    runs = {"a": units({s: [float(s >= 1), 1.0, 0.0, 1.0] for s in range(4)}),
+            "b": units({s: [0.0, 1.0, float(s >= 2), 0.0] for s in range(4)})}
+    for name, run in runs.items():
+        for which, per_step in (("run", run), ("control", control)):
+            (tmp_path / name / which).mkdir(parents=True)
+            rows = [{"step": s, "corpus": u, "reward": r} for s, rs in per_step.items() for u, r in rs]
+            (tmp_path / name / which / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    reward = lambda row: row["reward"]  # noqa: E731
+    committed = tmp_path / "seed_a.json"
+    committed.write_text(json.dumps({"reward_gain": 0.5, "pool_inputs": pool_inputs(tmp_path / "a", reward)}))
+    from_folders = pool_report(tmp_path / "p1", [tmp_path / "a", tmp_path / "b"], reward)
+    from_file = pool_report(tmp_path / "p2", [committed, tmp_path / "b"], reward)
+    assert from_file["gain_over_control_per_seed"][0]["gain"] == from_folders["gain_over_control_per_seed"][0]["gain"]
+    assert from_file["gain_over_control_ci"] == from_folders["gain_over_control_ci"]
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"reward_gain": 0.5}))
+    with pytest.raises(ValueError, match="plain.json: not a benchmark results.json with pool_inputs"):
+        pool_report(tmp_path / "p3", [plain, tmp_path / "b"], reward)
