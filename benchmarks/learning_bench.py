@@ -156,11 +156,13 @@ KL_SAMPLES = 16  # the trained policy's sampled exam builds the KL to the SFT po
 
 
 def shift_of(run: dict[str, Any]) -> dict[str, Any]:
-    """How far GRPO moved the policy from its warm start (`learner.policy_shift`), when the run saved both: the
+    """How far GRPO moved the policy from its warm start (`learner.policy_shift`; the run's saved SFT checkpoint, or
+    the one it loaded with `sft.init_from`), when both checkpoints exist: the
     LoRA Delta W's change, and KL(trained || SFT) on the first `KL_SAMPLES` sampled exam builds of the trained
     policy (held-out corpora), both policies scored by a learner in this process."""
     out_dir = Path(run["config"]["out_dir"])
-    sft, final = out_dir / "checkpoints" / "sft", run.get("final_checkpoint")
+    loaded = run["config"].get("sft", {}).get("init_from")  # a shared warm start the run loaded, not saved
+    sft, final = Path(loaded) if loaded else out_dir / "checkpoints" / "sft", run.get("final_checkpoint")
     if not final or not (sft / "learner.json").is_file():
         return {}
     shift: dict[str, Any] = {"weights": checkpoint_shift(str(sft), final)}
