@@ -139,10 +139,11 @@ def seed_units(path: Path, reward: Callable[[dict], float]) -> tuple[dict, dict]
     if path.is_file():
         try:
             saved = json.loads(path.read_text(encoding="utf-8"))[POOL_INPUTS]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not a benchmark results.json with {POOL_INPUTS} ({exc})") from None
-        return tuple({int(s): [(str(u), float(r)) for u, r in rows] for s, rows in saved[w].items()}
-                     for w in ("run", "control"))  # type: ignore[return-value]
+            run, control = ({int(s): [(str(u), float(r)) for u, r in rows] for s, rows in saved[w].items()}
+                            for w in ("run", "control"))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path}: not a benchmark results.json with {POOL_INPUTS} ({exc!r})") from None
+        return run, control
     missing = [w for w in ("run", "control") if not (path / w / "trajectories.jsonl").is_file()]
     if missing:
         raise ValueError(f"{path}: no {' or '.join(missing)} trajectories; --pool takes benchmark OUT folders or "
