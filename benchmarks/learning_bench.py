@@ -27,7 +27,7 @@ OUT/learning.png and OUT/behaviour.png plot them. results.json also keeps what p
 and `pool_inputs`, both runs' build rewards per step), so that it alone stands for its seed: `--pool` reads earlier
 OUT folders or their results.json files (a committed `benchmarks/results/transfer/seed<N>.json`), one a seed, and writes
 OUT/pooled.json with the seed as the unit: per-seed figures, the between-seed interval and, for the exam
-differences, the crossed seeds x corpora interval.
+differences, the crossed seeds x corpora interval; OUT/pooled.png plots each store's solve rate, seed by seed.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from librarian.evaluation.learning_curves import (  # noqa: E402
     turn_reward_sum,
     unit_rewards_by_step,
 )
+from librarian.evaluation.plots import plot_pooled_exam  # noqa: E402
 from librarian.evaluation.transfer import pooled_fields, run_fields  # noqa: E402
 from librarian.learner import Learner  # noqa: E402
 from librarian.learner.policy_shift import checkpoint_shift, kl_on_samples, trajectory_samples  # noqa: E402
@@ -112,10 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     if args.pool:  # earlier OUT folders, pooled: nothing runs
         try:
-            print(json.dumps(pool_report(out, [Path(p) for p in args.pool], turn_reward_sum, extra=pooled_fields),
-                             indent=2))
+            pooled = pool_report(out, [Path(p) for p in args.pool], turn_reward_sum, extra=pooled_fields)
         except ValueError as exc:
             raise SystemExit(f"--pool: {exc}") from None
+        print(json.dumps(pooled, indent=2))
+        if pooled.get("per_seed"):  # seeds with an exam: the comparison, plotted
+            print(f"wrote {plot_pooled_exam(pooled, out / 'pooled.png')}")
         return 0
     if args.only == "run":
         run_pipeline(args.config, out / "run", [*common, *RUN_EXTRA])

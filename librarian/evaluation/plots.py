@@ -304,3 +304,36 @@ def plot_structure(stats: Mapping[str, StructureStats], path: str | Path, *, tit
         ax.legend(fontsize=7)
     fig.suptitle(title or "structure statistics")
     return _save(fig, out)
+
+
+POOLED_STORES = ("flat", "untrained", "sft_only", "trained", "scripted")  # `evaluation.transfer` short names
+
+
+def plot_pooled_exam(pooled: Mapping[str, Any], path: str | Path, *, title: str = "") -> Path:
+    """Solve rates on the hard exam corpora, pooled over seeds: per mode (sampled, greedy) a bar per store at the
+    mean over seeds with the between-seed interval, and each seed's rate as a dot (`evaluation.transfer` fields)."""
+    out = _target(path)
+    seeds = pooled.get("per_seed") or []
+    if not seeds:
+        raise PlotError("plot_pooled_exam: no seeds in the pooled figures (`per_seed` is empty)")
+    fig = _figure((9.0, 3.4))
+    for i, mode in enumerate(("sampled", "greedy")):
+        ax = fig.add_subplot(1, 2, i + 1)
+        names = [s for s in POOLED_STORES if f"exam_solve_rate_{s}_{mode}" in pooled]
+        means = [float(pooled[f"exam_solve_rate_{s}_{mode}"]) for s in names]
+        cis = [pooled[f"exam_solve_rate_{s}_{mode}_ci"] for s in names]
+        err = np.array([[m - lo for m, (lo, _) in zip(means, cis, strict=True)],
+                        [hi - m for m, (_, hi) in zip(means, cis, strict=True)]]).clip(min=0)
+        ax.bar(range(len(names)), means, yerr=err, capsize=4, color="tab:blue", alpha=0.6)
+        for j, s in enumerate(names):
+            dots = [float(seed[f"exam_solve_rate_{s}_{mode}"]) for seed in seeds
+                    if f"exam_solve_rate_{s}_{mode}" in seed]
+            ax.plot([j] * len(dots), dots, "o", color="black", markersize=4)
+        ax.set_xticks(range(len(names)), names, fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{mode} builds", fontsize=9)
+        ax.set_ylabel("solve rate (hard corpora)", fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle(title or f"held-out exam over {len(seeds)} seeds (bar: mean, whisker: between-seed CI, dot: a seed)",
+                 fontsize=9)
+    return _save(fig, out)

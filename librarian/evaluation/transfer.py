@@ -99,7 +99,7 @@ def pooled_fields(folders: Sequence[Path]) -> dict[str, Any]:
             between = seed_interval(seed_means)
             crossed = crossed_interval(cells) if paired else between
             suffix = "" if mode == HEADLINE else f"_{mode}"
-            for name in ({f"exam_{short}_{mode}", f"exam_{short}{suffix}"}):
+            for name in dict.fromkeys((f"exam_{short}_{mode}", f"exam_{short}{suffix}")):  # in order: a stable file
                 out[name], out[f"{name}_ci"] = crossed.mean, crossed.as_list()
                 out[f"{name}_seed_ci"] = between.as_list()
                 out[f"{name}_per_seed"] = seed_means

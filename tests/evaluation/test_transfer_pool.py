@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from librarian.evaluation.plots import PlotError, plot_pooled_exam
 from librarian.evaluation.transfer import pooled_fields, seed_exam
 
 STORES = ("flat", "untrained_builder", "sft_builder", "trained_builder", "scripted_builder")
@@ -45,3 +46,17 @@ def test_a_seed_without_an_exam_pools_nothing(tmp_path):
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps({"reward_gain": 0.0}))
     assert pooled_fields([bare, bare]) == {}
+
+
+def test_the_pooled_exam_is_plotted_seed_by_seed(tmp_path):
+    seeds = []
+    for name, trained in (("s1", [[1.0] * 4, [0.0] * 4]), ("s2", [[1.0, 0.0, 0.0, 0.0], [1.0] * 4])):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"exam": exam(trained)}))
+        seeds.append(path)
+    pooled = pooled_fields(seeds)
+    assert pooled["exam_solve_rate_trained_sampled"] == pytest.approx((0.5 + 0.625) / 2)
+    png = plot_pooled_exam(pooled, tmp_path / "pooled.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    with pytest.raises(PlotError, match="no seeds"):
+        plot_pooled_exam({}, tmp_path / "empty.png")
