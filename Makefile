@@ -54,7 +54,7 @@ lint: setup
 
 # Two pytest-xdist workers, each module whole on one (its module fixtures built once), the longest modules first
 # (HEAVY_FIRST in tests/conftest.py): while one waits on Ray's start-up, a server or a subprocess the other computes
-# (a fresh clone's make test: 39.8 -> 16-21 min on 2 cores; docs/architecture.md, Developing).
+# (a fresh clone's make test: 39.8 -> 16-18 min on 2 cores, idle; docs/architecture.md, Developing).
 # One test alone: `.venv/bin/python -m pytest tests/x.py::test_y` (no xdist, `-s` prints).
 PYTEST_WORKERS ?= 2
 test: setup lint
