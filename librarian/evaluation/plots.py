@@ -22,6 +22,7 @@ from librarian.evaluation.metrics.amortization import AmortizationCurve, crossov
 from librarian.evaluation.metrics.bootstrap import CI
 from librarian.evaluation.metrics.gradient import GradientRow
 from librarian.evaluation.metrics.structure import HEADLINE
+from librarian.evaluation.transfer import STORES as TRANSFER_STORES
 from librarian.workspace.stats import StructureStats
 
 
@@ -306,9 +307,6 @@ def plot_structure(stats: Mapping[str, StructureStats], path: str | Path, *, tit
     return _save(fig, out)
 
 
-POOLED_STORES = ("flat", "untrained", "sft_only", "trained", "scripted")  # `evaluation.transfer` short names
-
-
 def plot_pooled_exam(pooled: Mapping[str, Any], path: str | Path, *, title: str = "") -> Path:
     """Solve rates on the hard exam corpora, pooled over seeds: per mode (sampled, greedy) a bar per store at the
     mean over seeds with the between-seed interval, and each seed's rate as a dot (`evaluation.transfer` fields)."""
@@ -319,7 +317,7 @@ def plot_pooled_exam(pooled: Mapping[str, Any], path: str | Path, *, title: str 
     fig = _figure((9.0, 3.4))
     for i, mode in enumerate(("sampled", "greedy")):
         ax = fig.add_subplot(1, 2, i + 1)
-        names = [s for s in POOLED_STORES if f"exam_solve_rate_{s}_{mode}" in pooled]
+        names = [s for s in TRANSFER_STORES if f"exam_solve_rate_{s}_{mode}" in pooled]
         means = [float(pooled[f"exam_solve_rate_{s}_{mode}"]) for s in names]
         cis = [pooled[f"exam_solve_rate_{s}_{mode}_ci"] for s in names]
         err = np.array([[m - lo for m, (lo, _) in zip(means, cis, strict=True)],

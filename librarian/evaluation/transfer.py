@@ -25,8 +25,8 @@ from typing import Any
 from librarian.evaluation.exam_rates import MODES, outcomes
 from librarian.evaluation.metrics.seeds import crossed_interval, seed_interval
 
-STORES = {"flat": "flat", "scripted": "scripted_builder", "untrained": "untrained_builder", "sft_only": "sft_builder",
-          "trained": "trained_builder"}
+STORES = {"flat": "flat", "untrained": "untrained_builder", "sft_only": "sft_builder", "trained": "trained_builder",
+          "scripted": "scripted_builder"}  # short name -> exam store, in the order a table or plot shows them
 DIFFERENCES = {"trained_minus_untrained": ("trained_builder", "untrained_builder"),
                "trained_minus_sft_only": ("trained_builder", "sft_builder")}
 HEADLINE = "sampled"
